@@ -1,0 +1,18 @@
+"""gtvcvx: convex optimization over networks of local datasets, with certified accuracy."""
+
+from importlib.metadata import PackageNotFoundError, version
+
+from . import graphs
+from .graph import Graph
+from .losses import Logistic, SquaredDistance, SquaredError
+from .penalties import Norm1, Norm2, SquaredNorm2
+from .problem import GTVProblem
+from .results import GTVResult, Status
+
+try:
+    __version__ = version("gtvcvx")
+except PackageNotFoundError:  # running from a source tree without installation
+    __version__ = "0.0.0+unknown"
+
+__all__ = ["Graph", "graphs", "GTVProblem", "GTVResult", "Status", "SquaredError", "Logistic",
+           "SquaredDistance", "Norm2", "Norm1", "SquaredNorm2", "__version__"]

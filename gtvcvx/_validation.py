@@ -1,0 +1,101 @@
+"""Small input-validation helpers shared by every public entry point.
+
+Every helper raises ``ValueError`` (or ``TypeError`` for a wrong kind of object) with a
+message that names the argument and says what was expected, so that user errors never
+surface as a traceback from deep inside NumPy.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+__all__ = [
+    "as_float_array",
+    "as_index_array",
+    "check_nonnegative_scalar",
+    "check_positive_int",
+    "MAX_ELEMENTS",
+]
+
+#: Refuse to allocate arrays with more elements than this (guards huge declared sizes).
+MAX_ELEMENTS = 2_000_000_000
+
+
+def _describe(x) -> str:
+    arr = np.asarray(x) if not isinstance(x, np.ndarray) else x
+    return f"shape {arr.shape} and dtype {arr.dtype}"
+
+
+def as_float_array(x, name: str, *, ndim: int | None = None, shape=None, finite: bool = True,
+                   copy: bool = False) -> np.ndarray:
+    """Convert ``x`` to a float64 array and check its dimension, shape and finiteness.
+
+    Parameters
+    ----------
+    x : array_like
+        Input data; float32 and integer inputs are converted to float64.
+    name : str
+        Name used in error messages (e.g. ``"X[3]"`` or ``"weights"``).
+    ndim : int, optional
+        Required number of dimensions.
+    shape : tuple, optional
+        Required shape; ``None`` entries match any length.
+    finite : bool
+        Reject NaN and infinite entries.
+    copy : bool
+        Always return a fresh array.
+    """
+    try:
+        arr = np.array(x, dtype=np.float64, copy=copy or None)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be an array of real numbers ({exc})") from None
+    if ndim is not None and arr.ndim != ndim:
+        raise ValueError(f"{name} must be a {ndim}-D array, got {arr.ndim}-D with shape {arr.shape}")
+    if shape is not None:
+        if arr.ndim != len(shape) or any(s is not None and s != a for s, a in zip(shape, arr.shape)):
+            want = "(" + ", ".join("any" if s is None else str(s) for s in shape) + ")"
+            raise ValueError(f"{name} must have shape {want}, got {arr.shape}")
+    if finite and arr.size and not np.isfinite(arr).all():
+        bad = np.argwhere(~np.isfinite(arr))[0]
+        where = tuple(int(b) for b in bad)
+        raise ValueError(f"{name} must be finite, found {float(arr[tuple(bad)])!r} at index {where}")
+    return arr
+
+
+def as_index_array(x, name: str, *, ndim: int | None = None) -> np.ndarray:
+    """Convert ``x`` to an int64 array, rejecting non-integral values with a clear message."""
+    arr = np.asarray(x)
+    if arr.size == 0:
+        return arr.astype(np.int64).reshape(arr.shape)
+    if arr.dtype.kind in "iu":
+        out = arr.astype(np.int64)
+    elif arr.dtype.kind == "f" or arr.dtype.kind == "b":
+        if arr.dtype.kind == "b" or not np.isfinite(arr).all() or (arr != np.round(arr)).any():
+            raise ValueError(f"{name} must hold integer indices, got {_describe(arr)}")
+        out = arr.astype(np.int64)
+    else:
+        raise ValueError(f"{name} must hold integer indices, got {_describe(arr)}")
+    if ndim is not None and out.ndim != ndim:
+        raise ValueError(f"{name} must be a {ndim}-D array of indices, got shape {out.shape}")
+    return out
+
+
+def check_nonnegative_scalar(x, name: str) -> float:
+    """Return ``x`` as a finite float >= 0 or raise a ValueError naming ``name``."""
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):
+        raise ValueError(f"{name} must be a real number >= 0, got {x!r}")
+    value = float(x)
+    if not np.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {x!r}")
+    return value
+
+
+def check_positive_int(x, name: str, *, minimum: int = 1) -> int:
+    """Return ``x`` as an int >= ``minimum`` or raise a ValueError naming ``name``."""
+    if isinstance(x, bool) or not isinstance(x, numbers.Integral):
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {x!r}")
+    if int(x) < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {x!r}")
+    return int(x)

@@ -1,0 +1,59 @@
+"""The ``gtvcvx`` command line: ``gtvcvx solve | report | check | bench``.
+
+Exit codes: 0 success, 1 a solve or check failed, 2 bad input or usage (one line on stderr,
+no traceback unless ``--debug``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+from . import commands
+
+__all__ = ["main", "build_parser"]
+
+
+def _command_modules():
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        if not info.name.startswith("_"):
+            yield importlib.import_module(f"{commands.__name__}.{info.name}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="gtvcvx", description="Convex optimization over networks of local datasets, with certificates.")
+    parser.add_argument("--version", action="version", version=f"gtvcvx {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show full tracebacks")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for module in _command_modules():
+        p = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show full tracebacks")
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args._run(args))
+    except KeyboardInterrupt:
+        print("gtvcvx: interrupted", file=sys.stderr)
+        return 130
+    except (ValueError, OSError) as exc:
+        if args.debug:
+            raise
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        print(f"gtvcvx {args.command}: error: {message}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

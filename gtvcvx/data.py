@@ -1,0 +1,182 @@
+"""Seeded synthetic local datasets: the GTV paper's linear model, a logistic variant, and points.
+
+Every generator takes a ``seed`` and returns the data together with its ground truth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._validation import MAX_ELEMENTS, as_float_array, as_index_array, check_nonnegative_scalar, check_positive_int
+
+__all__ = ["GroundTruth", "Dataset", "PointSet", "linear_model", "logistic_model", "blobs",
+           "cluster_weights", "observed_nodes"]
+
+
+@dataclass(frozen=True)
+class GroundTruth:
+    """What the data were generated from.
+
+    Attributes
+    ----------
+    W : ndarray of shape (n, d) or None
+        True local model parameters (or true cluster centers for point data).
+    labels : ndarray of shape (n,) or None
+        True cluster of every node.
+    """
+
+    W: np.ndarray | None = None
+    labels: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """Local labelled datasets: node ``i`` holds features ``X[i]`` (m_i x d) and labels ``y[i]``."""
+
+    X: tuple
+    y: tuple
+    truth: GroundTruth
+
+    @property
+    def n(self) -> int:
+        return len(self.X)
+
+    @property
+    def counts(self) -> np.ndarray:
+        """Samples per node ``m_i`` (0 = node without data)."""
+        return np.array([x.shape[0] for x in self.X], dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class PointSet:
+    """One point per node (convex clustering) with its true cluster."""
+
+    points: np.ndarray
+    truth: GroundTruth
+
+
+def _labels(labels, name="labels") -> np.ndarray:
+    lab = as_index_array(labels, name, ndim=1)
+    if lab.size == 0:
+        raise ValueError(f"{name} must contain at least one node")
+    if lab.min() < 0:
+        raise ValueError(f"{name} must be non-negative cluster indices")
+    return lab
+
+
+def _counts(m, n: int) -> np.ndarray:
+    if np.ndim(m) == 0:
+        counts = np.full(n, check_positive_int(m, "m", minimum=0))
+    else:
+        counts = as_index_array(m, "m", ndim=1)
+        if counts.shape != (n,) or (counts < 0).any():
+            raise ValueError(f"m must be an integer >= 0 or one such integer per node ({n})")
+    return counts
+
+
+def cluster_weights(n_clusters: int, d: int, rng: np.random.Generator, values=(0.0, 0.5)) -> np.ndarray:
+    """Cluster-wise true weights: entries i.i.d. uniform over ``values`` (paper: {0, 0.5})."""
+    return rng.choice(np.asarray(values, dtype=float), size=(n_clusters, d))
+
+
+def observed_nodes(n: int, rho: float, rng: np.random.Generator) -> np.ndarray:
+    """Boolean mask with ``round(rho * n)`` nodes (at least one if ``rho > 0``) chosen at random."""
+    rho = check_nonnegative_scalar(rho, "rho")
+    if rho > 1:
+        raise ValueError(f"rho must be a fraction in [0, 1], got {rho}")
+    count = int(round(rho * n))
+    if rho > 0:
+        count = max(count, 1)
+    mask = np.zeros(n, dtype=bool)
+    mask[rng.choice(n, size=count, replace=False)] = True
+    return mask
+
+
+def _features(labels, d, m, rho, seed):
+    labels = _labels(labels)
+    n = labels.size
+    d = check_positive_int(d, "d")
+    counts = _counts(m, n)
+    rng = np.random.default_rng(seed)
+    counts = np.where(observed_nodes(n, rho, rng), counts, 0)
+    if int(counts.sum()) * d > MAX_ELEMENTS:
+        raise ValueError(f"{int(counts.sum())} samples x d = {d} is too large to generate")
+    w_clusters = cluster_weights(int(labels.max()) + 1, d, rng)
+    W = w_clusters[labels]
+    X_all = rng.standard_normal((int(counts.sum()), d))
+    node_of_sample = np.repeat(np.arange(n), counts)
+    scores = np.einsum("kd,kd->k", X_all, W[node_of_sample])
+    return labels, counts, rng, W, X_all, scores
+
+
+def _split(values: np.ndarray, counts: np.ndarray) -> tuple:
+    return tuple(np.split(values, np.cumsum(counts)[:-1]))
+
+
+def linear_model(labels, d: int, m=10, sigma: float = 1e-3, rho: float = 1.0, seed=None) -> Dataset:
+    """The GTV paper's linear model.
+
+    Node ``i`` in cluster ``c`` has ``m_i`` samples ``x ~ N(0, I_d)`` and labels
+    ``y = w_c^T x + sigma * e`` with ``e ~ N(0, 1)``; the cluster weights ``w_c`` have entries
+    i.i.d. uniform in {0, 0.5}. A fraction ``rho`` of the nodes is observed; the others hold
+    no data (``m_i = 0``).
+
+    Parameters
+    ----------
+    labels : array_like of shape (n,)
+        Cluster of every node.
+    d : int
+        Feature dimension.
+    m : int or array_like of shape (n,)
+        Samples per observed node.
+    sigma : float
+        Noise standard deviation.
+    rho : float
+        Fraction of nodes that hold data.
+    seed : int or Generator, optional
+
+    References
+    ----------
+    .. [1] Y. SarcheshmehPour, Y. Tian, L. Zhang, A. Jung, "Clustered federated learning via
+       generalized total variation minimization", IEEE Trans. Signal Processing, 2023.
+    """
+    sigma = check_nonnegative_scalar(sigma, "sigma")
+    labels, counts, rng, W, X_all, scores = _features(labels, d, m, rho, seed)
+    y_all = scores + sigma * rng.standard_normal(scores.size)
+    return Dataset(_split(X_all, counts), _split(y_all, counts), GroundTruth(W=W, labels=labels))
+
+
+def logistic_model(labels, d: int, m=10, sigma: float = 0.0, rho: float = 1.0, seed=None) -> Dataset:
+    """Logistic variant of :func:`linear_model`: ``y = sign(w_c^T x + sigma * e)`` in {-1, +1}.
+
+    A zero score is labelled +1. Cluster weights and observed nodes are drawn as in
+    :func:`linear_model`.
+    """
+    sigma = check_nonnegative_scalar(sigma, "sigma")
+    labels, counts, rng, W, X_all, scores = _features(labels, d, m, rho, seed)
+    noisy = scores + sigma * rng.standard_normal(scores.size)
+    y_all = np.where(noisy >= 0, 1.0, -1.0)
+    return Dataset(_split(X_all, counts), _split(y_all, counts), GroundTruth(W=W, labels=labels))
+
+
+def blobs(sizes, d: int = 2, *, separation: float = 5.0, std: float = 1.0, seed=None) -> PointSet:
+    """Gaussian blobs for clustering: cluster ``c`` has ``sizes[c]`` points ``N(mu_c, std^2 I)``.
+
+    The centers ``mu_c`` are drawn uniformly in a cube of side ``separation * n_clusters``.
+    """
+    sizes = np.atleast_1d(np.asarray(sizes))
+    if sizes.ndim != 1 or sizes.size == 0 or sizes.dtype.kind not in "iu" or (sizes < 1).any():
+        raise ValueError(f"sizes must be a non-empty list of positive integers, got {sizes!r}")
+    d = check_positive_int(d, "d")
+    separation = check_nonnegative_scalar(separation, "separation")
+    std = check_nonnegative_scalar(std, "std")
+    if int(sizes.sum()) * d > MAX_ELEMENTS:
+        raise ValueError("blobs: too many points to generate")
+    rng = np.random.default_rng(seed)
+    centers = rng.uniform(0.0, separation * sizes.size, size=(sizes.size, d))
+    labels = np.repeat(np.arange(sizes.size), sizes)
+    points = centers[labels] + std * rng.standard_normal((labels.size, d))
+    return PointSet(points, GroundTruth(W=centers[labels], labels=labels))
+

@@ -1,0 +1,634 @@
+"""Local losses ``L_i``, batched over all nodes, in the shared vocabulary of gtvcvx.
+
+Every loss answers, for an ``n x d`` array ``W`` (row ``i`` = ``w^(i)``):
+
+``node_values(W)`` / ``value(W)``
+    ``L_i(w_i)`` per node, and their sum.
+``gradient(W)``
+    ``grad L_i(w_i)`` per node (all losses here are smooth).
+``prox(V, step)``
+    ``argmin_w L_i(w) + ||w - v_i||^2 / (2 step_i)`` per node; ``step`` is a scalar or one per node.
+``node_conjugates(V)`` / ``conjugate(V)``
+    ``L_i^*(v_i)``; ``+inf`` outside the domain of ``L_i^*`` (never a bool).
+``prox_conjugate(Z, step)``
+    Moreau: ``prox_{step L^*}(z) = z - step * prox_{L / step}(z / step)``.
+``project_conjugate_domain(V)``
+    Euclidean projection onto the affine hull where ``L_i^*`` can be finite (the linear
+    constraints of the flow problem: ``range(X_i^T)``; ``{0}`` at a node without data).
+``node_fenchel_young(W, V)``
+    ``L_i(w_i) + L_i^*(v_i) - <w_i, v_i> >= 0``, computed in a cancellation-free form where possible.
+``cvxpy_expr(W)`` / ``cvxpy_conjugate(V)``
+    The sum of the losses, and of their conjugates (an expression and its constraints), for the
+    declarative CVXPY reference. CVXPY is imported lazily.
+
+Nothing here imports a solver or CVXPY at module import time.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from functools import cached_property
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import expit
+
+from ._validation import MAX_ELEMENTS, as_float_array, as_index_array, check_positive_int
+
+__all__ = ["Loss", "SquaredError", "Logistic", "SquaredDistance", "DOMAIN_RTOL"]
+
+#: Relative tolerance for deciding that a point lies in the domain of a conjugate.
+DOMAIN_RTOL = 1e-9
+
+
+def _as_step(step, n: int) -> np.ndarray:
+    """Step sizes as an (n, 1) column; a scalar is broadcast. Must be finite and > 0."""
+    arr = np.asarray(step, dtype=np.float64)
+    if arr.ndim == 0:
+        arr = np.full(n, float(arr))
+    if arr.shape != (n,):
+        raise ValueError(f"step must be a scalar or have shape ({n},), got {arr.shape}")
+    if not (np.isfinite(arr).all() and (arr > 0).all()):
+        raise ValueError("step must be finite and > 0")
+    return arr[:, None]
+
+
+class Loss(ABC):
+    """Base class: a sum of local losses ``sum_i L_i(w_i)`` over ``n`` nodes in dimension ``d``."""
+
+    n: int
+    d: int
+    #: Short name used in specs and reports.
+    name: str = "loss"
+
+    # -- shape checks -----------------------------------------------------------------
+    def _check_W(self, W, name: str = "W") -> np.ndarray:
+        return as_float_array(W, name, shape=(self.n, self.d))
+
+    # -- values -----------------------------------------------------------------------
+    @abstractmethod
+    def node_values(self, W) -> np.ndarray:
+        """``L_i(w_i)`` for every node, shape (n,)."""
+
+    def value(self, W) -> float:
+        """``sum_i L_i(w_i)``."""
+        return float(self.node_values(W).sum())
+
+    @abstractmethod
+    def gradient(self, W) -> np.ndarray:
+        """``grad L_i(w_i)`` for every node, shape (n, d)."""
+
+    @abstractmethod
+    def prox(self, V, step) -> np.ndarray:
+        """Proximal operator ``argmin_w L_i(w) + ||w - v_i||^2 / (2 step_i)`` per node."""
+
+    @abstractmethod
+    def node_conjugates(self, V, *, scale: float | None = None) -> np.ndarray:
+        """``L_i^*(v_i)`` per node, ``+inf`` outside the domain.
+
+        ``scale`` sets the absolute size below which a distance to the domain counts as
+        rounding error (default: the largest row norm of ``V``); a point within
+        ``DOMAIN_RTOL * scale`` of the domain is evaluated at its projection.
+        """
+
+    def conjugate(self, V, *, scale: float | None = None) -> float:
+        """``sum_i L_i^*(v_i)`` (``+inf`` if any ``v_i`` is outside the domain)."""
+        return float(self.node_conjugates(V, scale=scale).sum())
+
+    def prox_conjugate(self, Z, step) -> np.ndarray:
+        """``prox_{step L_i^*}(z_i)`` per node via the Moreau identity."""
+        Z = self._check_W(Z, "Z")
+        tau = _as_step(step, self.n)
+        return Z - tau * self.prox(Z / tau, (1.0 / tau)[:, 0])
+
+    def project_conjugate_domain(self, V) -> np.ndarray:
+        """Projection onto the linear constraints of ``dom L_i^*`` (identity for full domains)."""
+        return self._check_W(V, "V").copy()
+
+    def node_fenchel_young(self, W, V, *, scale: float | None = None) -> np.ndarray:
+        """Fenchel-Young gaps ``L_i(w_i) + L_i^*(v_i) - <w_i, v_i>`` per node (>= 0)."""
+        W = self._check_W(W)
+        V = self._check_W(V, "V")
+        return self.node_values(W) + self.node_conjugates(V, scale=scale) - np.einsum("nd,nd->n", W, V)
+
+    # -- CVXPY --------------------------------------------------------------------------
+    @abstractmethod
+    def cvxpy_expr(self, W):
+        """CVXPY expression of ``sum_i L_i(w_i)`` for an (n, d) CVXPY variable ``W``."""
+
+    @abstractmethod
+    def cvxpy_conjugate(self, V):
+        """``(expression, constraints)`` stating ``sum_i L_i^*(v_i)`` for an (n, d) variable ``V``."""
+
+    # -- structure ------------------------------------------------------------------------
+    @abstractmethod
+    def subset(self, nodes) -> "Loss":
+        """The loss restricted to ``nodes`` (in that order)."""
+
+    @property
+    def has_data(self) -> np.ndarray:
+        """Boolean mask of nodes whose loss is not identically zero."""
+        return np.ones(self.n, dtype=bool)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(n={self.n}, d={self.d})"
+
+
+# ---------------------------------------------------------------------------------------
+# Losses with a design matrix per node
+# ---------------------------------------------------------------------------------------
+class _DesignLoss(Loss):
+    """Shared machinery for losses ``L_i(w) = ell_i(X_i w)`` with local data ``(X_i, y_i)``.
+
+    On construction each ``X_i`` is factored once by a thin SVD ``X_i = P_i diag(s_i) Q_i^T``
+    (rank-revealing; ``m_i < d`` and ``m_i = 0`` are exact), stored padded to a common rank
+    ``r``: ``Q`` (n, d, r), ``s`` (n, r). Columns beyond the rank of ``X_i`` are zero.
+    """
+
+    def __init__(self, X, y, d: int | None = None, *, _name_X: str = "X", _name_y: str = "y"):
+        if isinstance(X, np.ndarray) and X.ndim == 2:
+            raise ValueError(
+                f"{_name_X} must be a sequence with one (m_i, d) array per node; for stacked "
+                f"arrays use {type(self).__name__}.from_stacked(X, y, node, n)")
+        try:
+            X = list(X)
+            y = list(y)
+        except TypeError:
+            raise ValueError(f"{_name_X} and {_name_y} must be sequences of per-node arrays") from None
+        if len(X) != len(y):
+            raise ValueError(f"{_name_X} has {len(X)} nodes but {_name_y} has {len(y)}")
+        if len(X) == 0:
+            raise ValueError(f"{_name_X} must hold at least one node")
+        self.n = len(X)
+        Xs, ys = [], []
+        for i, (xi, yi) in enumerate(zip(X, y)):
+            xi = as_float_array(xi, f"{_name_X}[{i}]")
+            if xi.size == 0:
+                xi = xi.reshape(0, xi.shape[1] if xi.ndim == 2 else 0)
+            elif xi.ndim != 2:
+                raise ValueError(f"{_name_X}[{i}] must be a 2-D array (m_i, d), got shape {xi.shape}")
+            yi = as_float_array(yi, f"{_name_y}[{i}]")
+            if yi.size == 0:
+                yi = yi.reshape(0)
+            elif yi.ndim != 1:
+                raise ValueError(f"{_name_y}[{i}] must be a 1-D array (m_i,), got shape {yi.shape}")
+            if yi.shape[0] != xi.shape[0]:
+                raise ValueError(f"{_name_y}[{i}] has {yi.shape[0]} labels but {_name_X}[{i}] has "
+                                 f"{xi.shape[0]} rows")
+            Xs.append(xi)
+            ys.append(yi)
+        if d is not None:
+            d = check_positive_int(d, "d")
+        for i, xi in enumerate(Xs):
+            if xi.shape[1] == 0 and xi.shape[0] == 0:
+                continue  # node without data and without a stated dimension
+            if d is None:
+                d = xi.shape[1]
+            elif xi.shape[1] != d:
+                raise ValueError(f"{_name_X}[{i}] has {xi.shape[1]} columns but d = {d} "
+                                 "(all nodes must share the dimension d)")
+        if d is None or d == 0:
+            raise ValueError("no node has data, so d cannot be inferred; pass d=")
+        Xs = [x if x.shape[1] == d else x.reshape(0, d) for x in Xs]
+        self.d = d
+        self.counts = np.array([x.shape[0] for x in Xs], dtype=np.int64)
+        total = int(self.counts.sum())
+        if total * self.d > MAX_ELEMENTS:
+            raise ValueError(f"{total} samples x d = {self.d} is too large")
+        self.X_all = np.concatenate([x.reshape(-1, self.d) for x in Xs]) if total else np.zeros((0, self.d))
+        self.y_all = np.concatenate(ys) if total else np.zeros(0)
+        self.node_of_sample = np.repeat(np.arange(self.n), self.counts)
+        self._validate_labels()
+        self._factor()
+
+    @classmethod
+    def from_stacked(cls, X, y, node, n: int, **kwargs):
+        """Build from stacked samples: ``X`` (M, d), ``y`` (M,), ``node`` (M,) node index of each sample."""
+        n = check_positive_int(n, "n")
+        X = as_float_array(X, "X", ndim=2)
+        y = as_float_array(y, "y", ndim=1)
+        node = as_index_array(node, "node", ndim=1)
+        if not (X.shape[0] == y.shape[0] == node.shape[0]):
+            raise ValueError(f"X, y and node must have the same number of rows, got "
+                             f"{X.shape[0]}, {y.shape[0]}, {node.shape[0]}")
+        if node.size and (node.min() < 0 or node.max() >= n):
+            raise ValueError(f"node indices must be in [0, {n})")
+        order = np.argsort(node, kind="stable")
+        counts = np.bincount(node, minlength=n)
+        splits = np.cumsum(counts)[:-1]
+        return cls(np.split(X[order], splits), np.split(y[order], splits), d=X.shape[1], **kwargs)
+
+    def _validate_labels(self) -> None:
+        pass
+
+    @property
+    def X(self) -> tuple:
+        """Per-node feature arrays (views of the stacked data)."""
+        return tuple(np.split(self.X_all, np.cumsum(self.counts)[:-1]))
+
+    @property
+    def y(self) -> tuple:
+        """Per-node label arrays (views of the stacked data)."""
+        return tuple(np.split(self.y_all, np.cumsum(self.counts)[:-1]))
+
+    @property
+    def has_data(self) -> np.ndarray:
+        return self.counts > 0
+
+    def subset(self, nodes):
+        nodes = as_index_array(nodes, "nodes", ndim=1)
+        X, y = self.X, self.y
+        return type(self)([X[i] for i in nodes], [y[i] for i in nodes], d=self.d)
+
+    # -- factorization ------------------------------------------------------------------
+    def _factor(self) -> None:
+        n, d = self.n, self.d
+        r = int(min(self.counts.max(initial=0), d))
+        self.rank_width = r
+        self.Q = np.zeros((n, d, r))
+        self.s = np.zeros((n, r))
+        self.b = np.zeros((n, r))  # P_i^T y_i on the range of X_i
+        self.y_sq = np.zeros(n)
+        offsets = np.concatenate([[0], np.cumsum(self.counts)])
+        for m in np.unique(self.counts[self.counts > 0]):  # setup only: one batched SVD per distinct m_i
+            nodes = np.flatnonzero(self.counts == m)
+            rows = offsets[nodes][:, None] + np.arange(m)[None, :]
+            Xg = self.X_all[rows]  # (g, m, d)
+            yg = self.y_all[rows]  # (g, m)
+            P, sv, Vt = np.linalg.svd(Xg, full_matrices=False)
+            k = sv.shape[1]
+            cutoff = sv[:, :1] * max(m, d) * np.finfo(float).eps
+            keep = sv > np.maximum(cutoff, np.finfo(float).tiny)
+            self.s[nodes, :k] = np.where(keep, sv, 0.0)
+            self.Q[nodes, :, :k] = np.swapaxes(Vt, 1, 2) * keep[:, None, :]
+            self.b[nodes, :k] = np.einsum("gmk,gm->gk", P, yg) * keep
+            self.y_sq[nodes] = np.einsum("gm,gm->g", yg, yg)
+        self.active = self.s > 0  # (n, r)
+        self.rank = self.active.sum(axis=1)
+
+    def _coords(self, W) -> np.ndarray:
+        """Coordinates ``Q_i^T w_i`` of every row in its node's row space, shape (n, r)."""
+        return np.einsum("ndr,nd->nr", self.Q, W)
+
+    def _lift(self, C) -> np.ndarray:
+        """``Q_i c_i`` for every node, shape (n, d)."""
+        return np.einsum("ndr,nr->nd", self.Q, C)
+
+    def project_conjugate_domain(self, V) -> np.ndarray:
+        V = self._check_W(V, "V")
+        return self._lift(self._coords(V))
+
+    def _domain_ok(self, V, scale) -> np.ndarray:
+        outside = np.linalg.norm(V - self._lift(self._coords(V)), axis=1)
+        if scale is None:
+            scale = float(np.linalg.norm(V, axis=1).max(initial=0.0))
+        return outside <= DOMAIN_RTOL * max(scale, np.finfo(float).tiny)
+
+    @cached_property
+    def _segment(self) -> sp.csr_matrix:
+        """(n, M) matrix summing per-sample quantities into their node."""
+        M = self.node_of_sample.size
+        return sp.csr_matrix((np.ones(M), (self.node_of_sample, np.arange(M))), shape=(self.n, M))
+
+    @cached_property
+    def _block_design(self) -> sp.csr_matrix:
+        """Block-diagonal design (M, n*d): row k holds sample k in the columns of its node (C order)."""
+        M, d = self.X_all.shape
+        rows = np.repeat(np.arange(M), d)
+        cols = (self.node_of_sample[:, None] * d + np.arange(d)[None, :]).reshape(-1)
+        return sp.csr_matrix((self.X_all.reshape(-1), (rows, cols)), shape=(M, self.n * d))
+
+    def _inv_counts_per_sample(self) -> np.ndarray:
+        return 1.0 / self.counts[self.node_of_sample]
+
+
+class SquaredError(_DesignLoss):
+    """Mean squared error per node: ``L_i(w) = (1/m_i) ||y_i - X_i w||^2`` (``0`` if ``m_i = 0``).
+
+    Parameters
+    ----------
+    X : sequence of array_like
+        ``X[i]`` has shape (m_i, d); ``m_i`` may be smaller than ``d`` or 0 (node without data).
+    y : sequence of array_like
+        ``y[i]`` has shape (m_i,).
+    d : int, optional
+        Dimension; needed only when no node holds data.
+
+    Notes
+    -----
+    With the thin SVD ``X_i = P diag(s) Q^T`` and ``b = P^T y_i``:
+
+    * prox: ``w = v + Q (c - q)``, ``q = Q^T v``, ``c = (q + 2 t s b / m) / (1 + 2 t s^2 / m)``;
+    * conjugate: ``L^*(v) = min { y^T z + (m/4) ||z||^2 : X^T z = v }``, finite iff
+      ``v in range(X^T)``, equal to ``t^T b + (m/4) ||t||^2 - ||y_perp||^2 / m`` with ``t = Q^T v / s``;
+    * Fenchel-Young: ``|| (b - s q) / sqrt(m) + sqrt(m) t / 2 ||^2`` (a square, so >= 0 exactly).
+    """
+
+    name = "squared_error"
+
+    def _residual_coords(self, W):
+        q = self._coords(W)
+        return self.b - self.s * q
+
+    def node_values(self, W) -> np.ndarray:
+        W = self._check_W(W)
+        res = self._residual_coords(W)
+        perp = np.maximum(self.y_sq - np.einsum("nr,nr->n", self.b, self.b), 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = (np.einsum("nr,nr->n", res, res) + perp) / self.counts
+        return np.where(self.counts > 0, out, 0.0)
+
+    def gradient(self, W) -> np.ndarray:
+        W = self._check_W(W)
+        res = self._residual_coords(W)
+        coef = np.divide(-2.0, self.counts, out=np.zeros(self.n), where=self.counts > 0)
+        return self._lift(coef[:, None] * self.s * res)
+
+    def prox(self, V, step) -> np.ndarray:
+        V = self._check_W(V, "V")
+        tau = _as_step(step, self.n)
+        q = self._coords(V)
+        rate = np.divide(2.0 * tau[:, 0], self.counts, out=np.zeros(self.n), where=self.counts > 0)[:, None]
+        c = (q + rate * self.s * self.b) / (1.0 + rate * self.s ** 2)
+        return V + self._lift(c - q)
+
+    def _scaled_coords(self, V) -> np.ndarray:
+        c = self._coords(V)
+        return np.divide(c, self.s, out=np.zeros_like(c), where=self.active)
+
+    def node_conjugates(self, V, *, scale=None) -> np.ndarray:
+        V = self._check_W(V, "V")
+        t = self._scaled_coords(V)
+        perp = np.maximum(self.y_sq - np.einsum("nr,nr->n", self.b, self.b), 0.0)
+        inv_m = np.divide(1.0, self.counts, out=np.zeros(self.n), where=self.counts > 0)
+        out = np.einsum("nr,nr->n", t, self.b) + 0.25 * self.counts * np.einsum("nr,nr->n", t, t) - perp * inv_m
+        return np.where(self._domain_ok(V, scale), out, np.inf)
+
+    def node_fenchel_young(self, W, V, *, scale=None) -> np.ndarray:
+        W = self._check_W(W)
+        V = self._check_W(V, "V")
+        res = self._residual_coords(W)
+        t = self._scaled_coords(V)
+        m = self.counts[:, None].astype(float)
+        inv_sqrt_m = np.divide(1.0, np.sqrt(m), out=np.zeros_like(m), where=m > 0)
+        sq = res * inv_sqrt_m + 0.5 * np.sqrt(m) * t
+        out = np.einsum("nr,nr->n", sq, sq)
+        return np.where(self._domain_ok(V, scale), out, np.inf)
+
+    def cvxpy_expr(self, W):
+        import cvxpy as cp
+
+        if self.X_all.shape[0] == 0:
+            return cp.Constant(0.0)
+        pred = self._block_design @ cp.vec(W, order="C")
+        weight = np.sqrt(self._inv_counts_per_sample())
+        return cp.sum_squares(cp.multiply(weight, self.y_all - pred))
+
+    def cvxpy_conjugate(self, V):
+        import cvxpy as cp
+
+        if self.X_all.shape[0] == 0:
+            return cp.Constant(0.0), [V == 0]
+        z = cp.Variable(self.X_all.shape[0], name="z")
+        scale = np.sqrt(0.25 * self.counts[self.node_of_sample])
+        expr = self.y_all @ z + cp.sum_squares(cp.multiply(scale, z))
+        return expr, [self._block_design.T @ z == cp.vec(V, order="C")]
+
+
+class Logistic(_DesignLoss):
+    """Mean logistic loss per node: ``L_i(w) = (1/m_i) sum_k log(1 + exp(-y_ik x_ik^T w))``.
+
+    Parameters
+    ----------
+    X : sequence of array_like
+        ``X[i]`` has shape (m_i, d); ``m_i = 0`` is a node without data.
+    y : sequence of array_like
+        Labels in {-1, +1}.
+    d : int, optional
+        Dimension; needed only when no node holds data.
+
+    Notes
+    -----
+    The conjugate is a negative entropy over the samples,
+    ``L^*(v) = min { (1/m) sum_k [theta_k log theta_k + (1 - theta_k) log(1 - theta_k)] :
+    -(1/m) X^T (y * theta) = v, 0 <= theta <= 1 }``. It is evaluated by a batched damped Newton
+    method on ``sup_w v^T w - L(w)`` in each node's row space, followed by a minimum-norm
+    correction of ``theta`` that satisfies the constraint exactly; the value returned is that
+    of a feasible ``theta`` and therefore an upper bound on ``L^*(v)`` that is tight to
+    rounding once Newton has converged (so dual values built from it are valid lower bounds).
+    Where no feasible ``theta`` is found (``v`` outside or on the boundary of the domain) the
+    value is ``+inf``. The prox is a batched Newton solve in the row space. The value uses
+    ``logaddexp`` and is overflow-safe.
+    """
+
+    name = "logistic"
+
+    def _validate_labels(self) -> None:
+        bad = np.flatnonzero((self.y_all != 1.0) & (self.y_all != -1.0))
+        if bad.size:
+            k = int(bad[0])
+            node = int(self.node_of_sample[k])
+            local = k - int(np.concatenate([[0], np.cumsum(self.counts)])[node])
+            raise ValueError(f"y[{node}][{local}] = {float(self.y_all[k])!r}: logistic labels must be -1 or +1")
+
+    @cached_property
+    def _reduced(self) -> np.ndarray:
+        """Per-sample features in the node's row space, ``X_i Q_i``, shape (M, r)."""
+        return np.einsum("kd,kdr->kr", self.X_all, self.Q[self.node_of_sample])
+
+    def _margins(self, C) -> np.ndarray:
+        """``-y_k x_k^T w`` for every sample, given row-space coordinates C (n, r)."""
+        return -self.y_all * np.einsum("kr,kr->k", self._reduced, C[self.node_of_sample])
+
+    def _value_coords(self, C) -> np.ndarray:
+        z = self._margins(C)
+        sums = self._segment @ np.logaddexp(0.0, z)
+        return np.divide(sums, self.counts, out=np.zeros(self.n), where=self.counts > 0)
+
+    def _grad_coords(self, C) -> np.ndarray:
+        z = self._margins(C)
+        weights = -self.y_all * expit(z) * self._inv_counts_per_sample()
+        return self._segment @ (self._reduced * weights[:, None])
+
+    def _hess_coords(self, C) -> np.ndarray:
+        z = self._margins(C)
+        p = expit(z)
+        weights = p * (1.0 - p) * self._inv_counts_per_sample()
+        r = self.rank_width
+        out = np.zeros((self.n, r * r))
+        M = self._reduced.shape[0]
+        chunk = max(1, 20_000_000 // max(r * r, 1))
+        for start in range(0, M, chunk):  # bounded memory for the per-sample outer products
+            sl = slice(start, start + chunk)
+            Xr = self._reduced[sl]
+            outer = (Xr[:, :, None] * (weights[sl, None, None] * Xr[:, None, :])).reshape(-1, r * r)
+            out += self._segment[:, sl] @ outer
+        return out.reshape(self.n, r, r)
+
+    def node_values(self, W) -> np.ndarray:
+        W = self._check_W(W)
+        return self._value_coords(self._coords(W))
+
+    def gradient(self, W) -> np.ndarray:
+        W = self._check_W(W)
+        return self._lift(self._grad_coords(self._coords(W)))
+
+    def _newton(self, objective, grad_hess, C0, ridge, *, max_iter=60):
+        """Batched damped Newton for per-node smooth convex problems in row-space coordinates.
+
+        ``objective(C)`` -> (n,), ``grad_hess(C)`` -> ((n, r), (n, r, r)); ``ridge`` (n,) is
+        added to the Hessian diagonal. Inactive coordinates (beyond a node's rank) stay fixed.
+        A node stops when its Newton decrement reaches rounding level or its line search
+        stalls (no decrease is representable any more).
+        """
+        C = C0.copy()
+        inactive = ~self.active
+        eye = np.eye(self.rank_width)
+        f = objective(C)
+        todo = np.ones(self.n, dtype=bool)
+        for _ in range(max_iter):
+            g, H = grad_hess(C)
+            g = np.where(inactive, 0.0, g)
+            H = H + (ridge[:, None, None] + 1e-300) * eye + inactive[:, :, None] * eye
+            step = -np.linalg.solve(H, g[:, :, None])[:, :, 0]
+            decrement = -np.einsum("nr,nr->n", g, step)
+            todo &= decrement > 1e-22 * (1.0 + np.abs(f))
+            if not todo.any():
+                break
+            t = np.ones(self.n)
+            accepted = ~todo
+            for _ in range(30):  # per-node backtracking (Armijo)
+                f_trial = objective(C + t[:, None] * step)
+                accepted |= f_trial <= f - 0.25 * t * decrement
+                if accepted.all():
+                    break
+                t = np.where(accepted, t, 0.5 * t)
+            todo &= accepted  # a stalled line search means rounding level: stop that node
+            C = np.where(todo[:, None], C + t[:, None] * step, C)
+            f = objective(C)
+        return C
+
+    def prox(self, V, step) -> np.ndarray:
+        V = self._check_W(V, "V")
+        tau = _as_step(step, self.n)[:, 0]
+        q = self._coords(V)
+
+        def objective(C):
+            diff = C - q
+            return self._value_coords(C) + np.einsum("nr,nr->n", diff, diff) / (2.0 * tau)
+
+        def grad_hess(C):
+            return self._grad_coords(C) + (C - q) / tau[:, None], self._hess_coords(C)
+
+        C = self._newton(objective, grad_hess, q, 1.0 / tau)
+        return V + self._lift(C - q)
+
+    def _feasible_theta(self, V):
+        """Newton on ``sup_w v^T w - L(w)`` then a min-norm correction to an exactly feasible theta."""
+        c = self._coords(V)
+        n = self.n
+
+        def objective(C):
+            return self._value_coords(C) - np.einsum("nr,nr->n", c, C)
+
+        def grad_hess(C):
+            return self._grad_coords(C) - c, self._hess_coords(C)
+
+        C = self._newton(objective, grad_hess, np.zeros_like(c), np.full(n, 1e-12), max_iter=100)
+        theta = expit(self._margins(C))
+        # constraint per node: -(1/m) Xr^T (y * theta) = c  (row-space coordinates)
+        m_k = self.counts[self.node_of_sample].astype(float)
+        resid = c + (self._segment @ (self._reduced * (self.y_all * theta / m_k)[:, None]))
+        inv_s2 = np.divide(1.0, self.s ** 2, out=np.zeros_like(self.s), where=self.active)
+        coef = -(resid * inv_s2)[self.node_of_sample] * m_k[:, None]
+        theta = theta + self.y_all * np.einsum("kr,kr->k", self._reduced, coef)
+        return theta
+
+    def node_conjugates(self, V, *, scale=None) -> np.ndarray:
+        V = self._check_W(V, "V")
+        ok = self._domain_ok(V, scale)
+        out = np.zeros(self.n)
+        if self.y_all.size:
+            theta = self._feasible_theta(V)
+            inside = (theta >= 0.0) & (theta <= 1.0)
+            th = np.clip(theta, 0.0, 1.0)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                negent = np.where(th > 0, th * np.log(th), 0.0) + np.where(th < 1, (1 - th) * np.log1p(-th), 0.0)
+            sums = self._segment @ (negent * self._inv_counts_per_sample())
+            feasible = (self._segment @ (~inside).astype(float)) == 0
+            out = np.where(feasible, sums, np.inf)
+        return np.where(ok, out, np.inf)
+
+    def cvxpy_expr(self, W):
+        import cvxpy as cp
+
+        if self.X_all.shape[0] == 0:
+            return cp.Constant(0.0)
+        pred = self._block_design @ cp.vec(W, order="C")
+        return cp.sum(cp.multiply(self._inv_counts_per_sample(), cp.logistic(cp.multiply(-self.y_all, pred))))
+
+    def cvxpy_conjugate(self, V):
+        import cvxpy as cp
+
+        if self.X_all.shape[0] == 0:
+            return cp.Constant(0.0), [V == 0]
+        theta = cp.Variable(self.X_all.shape[0], name="theta")
+        inv_m = self._inv_counts_per_sample()
+        negent = -cp.entr(theta) - cp.entr(1.0 - theta)
+        expr = cp.sum(cp.multiply(inv_m, negent))
+        flow = self._block_design.T @ cp.multiply(self.y_all * inv_m, theta)
+        return expr, [flow == -cp.vec(V, order="C"), theta >= 0, theta <= 1]
+
+
+class SquaredDistance(Loss):
+    """Squared distance to a point per node: ``L_i(w) = ||w - a_i||^2`` (convex clustering).
+
+    Notes
+    -----
+    ``prox``: ``(v + 2 t a) / (1 + 2 t)``; ``L^*(v) = v^T a + ||v||^2 / 4`` (full domain);
+    Fenchel-Young: ``||w - a - v/2||^2``.
+    """
+
+    name = "squared_distance"
+
+    def __init__(self, points):
+        pts = as_float_array(points, "points", ndim=2)
+        if pts.shape[0] == 0 or pts.shape[1] == 0:
+            raise ValueError(f"points must have shape (n, d) with n, d >= 1, got {pts.shape}")
+        self.points = pts
+        self.points.flags.writeable = False
+        self.n, self.d = pts.shape
+
+    def node_values(self, W) -> np.ndarray:
+        diff = self._check_W(W) - self.points
+        return np.einsum("nd,nd->n", diff, diff)
+
+    def gradient(self, W) -> np.ndarray:
+        return 2.0 * (self._check_W(W) - self.points)
+
+    def prox(self, V, step) -> np.ndarray:
+        V = self._check_W(V, "V")
+        tau = _as_step(step, self.n)
+        return (V + 2.0 * tau * self.points) / (1.0 + 2.0 * tau)
+
+    def node_conjugates(self, V, *, scale=None) -> np.ndarray:
+        V = self._check_W(V, "V")
+        return np.einsum("nd,nd->n", V, self.points) + 0.25 * np.einsum("nd,nd->n", V, V)
+
+    def node_fenchel_young(self, W, V, *, scale=None) -> np.ndarray:
+        diff = self._check_W(W) - self.points - 0.5 * self._check_W(V, "V")
+        return np.einsum("nd,nd->n", diff, diff)
+
+    def cvxpy_expr(self, W):
+        import cvxpy as cp
+
+        return cp.sum_squares(W - self.points)
+
+    def cvxpy_conjugate(self, V):
+        import cvxpy as cp
+
+        return cp.sum(cp.multiply(self.points, V)) + 0.25 * cp.sum_squares(V), []
+
+    def subset(self, nodes):
+        nodes = as_index_array(nodes, "nodes", ndim=1)
+        return SquaredDistance(self.points[nodes])

@@ -1,0 +1,289 @@
+"""Edge penalties ``phi``, batched over all edges, in the shared vocabulary of gtvcvx.
+
+The GTV term is ``sum_e c_e phi(z_e)`` with per-edge scale ``c_e = lam * A_e >= 0``; every
+method takes that ``scale`` (shape (|E|,)) explicitly:
+
+``edge_values(Z, scale)`` / ``value``
+    ``c_e phi(z_e)``.
+``edge_conjugates(U, scale)`` / ``conjugate``
+    ``c_e phi^*(u_e / c_e)``: for a norm, the indicator of ``||u_e||_* <= c_e``
+    (``0.0`` / ``inf``); for ``c_e = 0`` the indicator of ``{0}``.
+``prox(Z, step, scale)``
+    ``prox`` of ``step * c_e * phi`` per edge (``step`` scalar or per edge).
+``prox_conjugate(U, step, scale)``
+    ``prox`` of ``step * c_e phi^*(. / c_e)``: projection onto the dual-norm ball for norms.
+``project_conjugate_domain(U, scale)``
+    Euclidean projection onto the domain of the conjugate (the capacity balls).
+``edge_fenchel_young(Z, U, scale)``
+    ``c_e phi(z_e) + c_e phi^*(u_e / c_e) - <z_e, u_e> >= 0``.
+``cvxpy_expr(Z, scale)`` / ``cvxpy_conjugate(U, scale)``
+    The declarative statements for the CVXPY reference (CVXPY imported lazily).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+from ._validation import as_float_array
+
+__all__ = ["Penalty", "Norm2", "Norm1", "SquaredNorm2", "CAPACITY_RTOL", "get_penalty"]
+
+#: Relative tolerance when testing ``||u_e||_* <= c_e``.
+CAPACITY_RTOL = 1e-9
+
+
+def _rows(Z, name, scale):
+    Z = as_float_array(Z, name, ndim=2)
+    scale = np.asarray(scale, dtype=np.float64)
+    if scale.shape != (Z.shape[0],):
+        raise ValueError(f"scale must have one entry per row of {name} ({Z.shape[0]}), got shape {scale.shape}")
+    return Z, scale
+
+
+def _edge_step(step, n_edges):
+    arr = np.asarray(step, dtype=np.float64)
+    if arr.ndim == 0:
+        arr = np.full(n_edges, float(arr))
+    if arr.shape != (n_edges,) or not (np.isfinite(arr).all() and (arr > 0).all()):
+        raise ValueError(f"step must be a positive scalar or have shape ({n_edges},)")
+    return arr[:, None]
+
+
+class Penalty(ABC):
+    """Base class for an edge penalty ``phi``."""
+
+    #: Short name used in specs and reports.
+    name: str = "penalty"
+    #: True when ``phi`` is a norm (conjugate = indicator of the dual-norm ball).
+    is_norm: bool = True
+
+    @abstractmethod
+    def edge_values(self, Z, scale) -> np.ndarray:
+        """``c_e phi(z_e)`` per edge, shape (|E|,)."""
+
+    def value(self, Z, scale) -> float:
+        return float(self.edge_values(Z, scale).sum())
+
+    @abstractmethod
+    def edge_conjugates(self, U, scale) -> np.ndarray:
+        """``c_e phi^*(u_e / c_e)`` per edge (``inf`` outside the domain)."""
+
+    def conjugate(self, U, scale) -> float:
+        return float(self.edge_conjugates(U, scale).sum())
+
+    @abstractmethod
+    def prox(self, Z, step, scale) -> np.ndarray:
+        """``argmin_x step c_e phi(x) + ||x - z_e||^2 / 2`` per edge."""
+
+    @abstractmethod
+    def prox_conjugate(self, U, step, scale) -> np.ndarray:
+        """``argmin_x step c_e phi^*(x / c_e) + ||x - u_e||^2 / 2`` per edge."""
+
+    def project_conjugate_domain(self, U, scale) -> np.ndarray:
+        """Projection of every ``u_e`` onto the domain of the conjugate."""
+        U, scale = _rows(U, "U", scale)
+        return self.prox_conjugate(U, 1.0, scale) if self.is_norm else np.where(scale[:, None] > 0, U, 0.0)
+
+    def dual_norms(self, U) -> np.ndarray:
+        """Row-wise dual norm ``||u_e||_*`` (the capacity usage for norm penalties)."""
+        raise NotImplementedError(f"{type(self).__name__} is not a norm")
+
+    def edge_fenchel_young(self, Z, U, scale) -> np.ndarray:
+        Z, scale = _rows(Z, "Z", scale)
+        U, _ = _rows(U, "U", scale)
+        return self.edge_values(Z, scale) + self.edge_conjugates(U, scale) - np.einsum("ed,ed->e", Z, U)
+
+    def _ball_indicator(self, U, scale) -> np.ndarray:
+        U, scale = _rows(U, "U", scale)
+        usage = self.dual_norms(U)
+        ok = usage <= scale * (1.0 + CAPACITY_RTOL) + np.finfo(float).tiny
+        return np.where(ok, 0.0, np.inf)
+
+    @abstractmethod
+    def cvxpy_expr(self, Z, scale):
+        """CVXPY expression of ``sum_e c_e phi(z_e)``."""
+
+    @abstractmethod
+    def cvxpy_conjugate(self, U, scale):
+        """``(expression, constraints)`` stating ``sum_e c_e phi^*(u_e / c_e)``."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+    def __eq__(self, other) -> bool:
+        return type(self) is type(other)
+
+    def __hash__(self) -> int:
+        return hash(type(self).__name__)
+
+
+class Norm2(Penalty):
+    """Euclidean norm ``phi(v) = ||v||_2`` (network Lasso).
+
+    Notes
+    -----
+    Conjugate: indicator of ``||u||_2 <= c``; prox: block soft-thresholding; dual prox:
+    radial projection onto the l2 ball of radius ``c_e``.
+
+    References
+    ----------
+    .. [1] D. Hallac, J. Leskovec, S. Boyd, "Network Lasso: clustering and optimization in
+       large graphs", KDD 2015.
+    """
+
+    name = "norm2"
+
+    def dual_norms(self, U) -> np.ndarray:
+        return np.linalg.norm(U, axis=1)
+
+    def edge_values(self, Z, scale):
+        Z, scale = _rows(Z, "Z", scale)
+        return scale * np.linalg.norm(Z, axis=1)
+
+    def edge_conjugates(self, U, scale):
+        return self._ball_indicator(U, scale)
+
+    def prox(self, Z, step, scale):
+        Z, scale = _rows(Z, "Z", scale)
+        thresh = _edge_step(step, Z.shape[0])[:, 0] * scale
+        norms = np.linalg.norm(Z, axis=1)
+        factor = np.divide(np.maximum(norms - thresh, 0.0), norms, out=np.zeros_like(norms), where=norms > 0)
+        return Z * factor[:, None]
+
+    def prox_conjugate(self, U, step, scale):
+        U, scale = _rows(U, "U", scale)
+        norms = np.linalg.norm(U, axis=1)
+        factor = np.divide(scale, norms, out=np.ones_like(norms), where=norms > scale)
+        return U * np.minimum(factor, 1.0)[:, None]
+
+    def cvxpy_expr(self, Z, scale):
+        import cvxpy as cp
+
+        return scale @ cp.norm(Z, 2, axis=1)
+
+    def cvxpy_conjugate(self, U, scale):
+        import cvxpy as cp
+
+        return cp.Constant(0.0), [cp.norm(U, 2, axis=1) <= scale]
+
+
+class Norm1(Penalty):
+    """l1 norm ``phi(v) = ||v||_1``.
+
+    Notes
+    -----
+    Conjugate: indicator of ``||u||_inf <= c``; prox: soft-thresholding; dual prox: clipping to
+    ``[-c_e, c_e]`` elementwise.
+    """
+
+    name = "norm1"
+
+    def dual_norms(self, U) -> np.ndarray:
+        return np.abs(U).max(axis=1, initial=0.0)
+
+    def edge_values(self, Z, scale):
+        Z, scale = _rows(Z, "Z", scale)
+        return scale * np.abs(Z).sum(axis=1)
+
+    def edge_conjugates(self, U, scale):
+        return self._ball_indicator(U, scale)
+
+    def prox(self, Z, step, scale):
+        Z, scale = _rows(Z, "Z", scale)
+        thresh = (_edge_step(step, Z.shape[0])[:, 0] * scale)[:, None]
+        return np.sign(Z) * np.maximum(np.abs(Z) - thresh, 0.0)
+
+    def prox_conjugate(self, U, step, scale):
+        U, scale = _rows(U, "U", scale)
+        return np.clip(U, -scale[:, None], scale[:, None])
+
+    def cvxpy_expr(self, Z, scale):
+        import cvxpy as cp
+
+        return cp.sum(cp.multiply(scale[:, None], cp.abs(Z)))
+
+    def cvxpy_conjugate(self, U, scale):
+        import cvxpy as cp
+
+        return cp.Constant(0.0), [cp.abs(U) <= np.repeat(scale[:, None], U.shape[1], axis=1)]
+
+
+class SquaredNorm2(Penalty):
+    """Half squared Euclidean norm ``phi(v) = ||v||_2^2 / 2`` (the MOCHA / Laplacian penalty).
+
+    Notes
+    -----
+    ``c phi^*(u / c) = ||u||^2 / (2 c)`` (indicator of ``{0}`` when ``c = 0``);
+    prox: ``z / (1 + step c)``; dual prox: ``c u / (c + step)``;
+    Fenchel-Young: ``||sqrt(c) z - u / sqrt(c)||^2 / 2``.
+
+    References
+    ----------
+    .. [1] V. Smith, C.-K. Chiang, M. Sanjabi, A. Talwalkar, "Federated multi-task learning",
+       NeurIPS 2017.
+    """
+
+    name = "squared_norm2"
+    is_norm = False
+
+    def edge_values(self, Z, scale):
+        Z, scale = _rows(Z, "Z", scale)
+        return 0.5 * scale * np.einsum("ed,ed->e", Z, Z)
+
+    def edge_conjugates(self, U, scale):
+        U, scale = _rows(U, "U", scale)
+        sq = np.einsum("ed,ed->e", U, U)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = np.where(scale > 0, sq / (2.0 * scale), np.where(sq > 0, np.inf, 0.0))
+        return out
+
+    def prox(self, Z, step, scale):
+        Z, scale = _rows(Z, "Z", scale)
+        return Z / (1.0 + _edge_step(step, Z.shape[0]) * scale[:, None])
+
+    def prox_conjugate(self, U, step, scale):
+        U, scale = _rows(U, "U", scale)
+        tau = _edge_step(step, U.shape[0])
+        return U * (scale[:, None] / (scale[:, None] + tau))
+
+    def edge_fenchel_young(self, Z, U, scale):
+        Z, scale = _rows(Z, "Z", scale)
+        U, _ = _rows(U, "U", scale)
+        root = np.sqrt(scale)[:, None]
+        inv_root = np.divide(1.0, root, out=np.zeros_like(root), where=root > 0)
+        diff = root * Z - U * inv_root
+        out = 0.5 * np.einsum("ed,ed->e", diff, diff)
+        blocked = (scale == 0) & (np.abs(U).max(axis=1, initial=0.0) > 0)
+        return np.where(blocked, np.inf, out)
+
+    def cvxpy_expr(self, Z, scale):
+        import cvxpy as cp
+
+        return 0.5 * cp.sum_squares(cp.multiply(np.sqrt(scale)[:, None], Z))
+
+    def cvxpy_conjugate(self, U, scale):
+        import cvxpy as cp
+
+        positive = scale > 0
+        constraints = []
+        if (~positive).any():
+            constraints.append(U[np.flatnonzero(~positive)] == 0)
+        if not positive.any():
+            return cp.Constant(0.0), constraints
+        weight = 1.0 / np.sqrt(2.0 * scale[positive])
+        return cp.sum_squares(cp.multiply(weight[:, None], U[np.flatnonzero(positive)])), constraints
+
+
+_PENALTIES = {cls.name: cls for cls in (Norm2, Norm1, SquaredNorm2)}
+_ALIASES = {"l2": "norm2", "nlasso": "norm2", "l1": "norm1", "squared_l2": "squared_norm2",
+            "mocha": "squared_norm2", "squared_norm2": "squared_norm2"}
+
+
+def get_penalty(name: str) -> Penalty:
+    """Penalty by name: ``norm2`` (``l2``, ``nlasso``), ``norm1`` (``l1``), ``squared_norm2`` (``mocha``)."""
+    key = _ALIASES.get(str(name).lower(), str(name).lower())
+    if key not in _PENALTIES:
+        raise ValueError(f"unknown penalty {name!r}; expected one of {sorted(set(_PENALTIES) | set(_ALIASES))}")
+    return _PENALTIES[key]()

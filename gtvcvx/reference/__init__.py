@@ -1,0 +1,10 @@
+"""Declarative CVXPY reference statements and the backend wrapper.
+
+CVXPY is imported only when a statement is built or solved.
+"""
+
+from .backend import installed_backends, run_cvxpy
+from .gtv import dual_statement, primal_statement, solve_dual, solve_primal
+
+__all__ = ["solve_primal", "solve_dual", "primal_statement", "dual_statement", "installed_backends",
+           "run_cvxpy"]

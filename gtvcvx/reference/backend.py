@@ -1,0 +1,130 @@
+"""Run a CVXPY problem on a named conic backend and map its outcome to gtvcvx's status vocabulary.
+
+A backend that is not installed, raises, or returns an inaccurate / limited status becomes a
+:class:`~gtvcvx.results.Status` with a message; it never raises to the caller.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass
+
+from ..results import Status
+
+__all__ = ["BackendRun", "run_cvxpy", "installed_backends", "normalize_solver", "map_cvxpy_status",
+           "DEFAULT_OPTIONS"]
+
+#: Options applied unless the caller overrides them (tight enough for 1e-6 agreement).
+DEFAULT_OPTIONS = {
+    "CLARABEL": {},
+    "SCS": {"eps_abs": 1e-7, "eps_rel": 1e-7, "max_iters": 200_000},
+}
+
+#: Generic option names translated per backend.
+_GENERIC = {
+    "max_iter": {"CLARABEL": "max_iter", "SCS": "max_iters", "ECOS": "max_iters", "MOSEK": None},
+    "time_limit": {"CLARABEL": "time_limit", "SCS": "time_limit_secs", "ECOS": None, "MOSEK": None},
+}
+
+
+@dataclass
+class BackendRun:
+    """What one CVXPY solve produced (values are read from the CVXPY problem afterwards)."""
+
+    status: Status
+    solver: str
+    value: float
+    compile_time: float
+    solve_time: float
+    iterations: int | None
+    message: str
+
+
+def installed_backends() -> list[str]:
+    """Conic backends CVXPY can use on this machine."""
+    import cvxpy as cp
+
+    return list(cp.installed_solvers())
+
+
+def normalize_solver(solver: str) -> str:
+    if not isinstance(solver, str) or not solver:
+        raise ValueError(f"solver must be a backend name such as 'CLARABEL' or 'SCS', got {solver!r}")
+    return solver.upper()
+
+
+def map_cvxpy_status(status: str | None) -> Status:
+    """Map a CVXPY status string to the gtvcvx vocabulary."""
+    import cvxpy as cp
+
+    table = {
+        cp.OPTIMAL: Status.OPTIMAL,
+        cp.OPTIMAL_INACCURATE: Status.INACCURATE,
+        cp.INFEASIBLE: Status.INFEASIBLE,
+        cp.INFEASIBLE_INACCURATE: Status.INFEASIBLE,
+        cp.UNBOUNDED: Status.UNBOUNDED,
+        cp.UNBOUNDED_INACCURATE: Status.UNBOUNDED,
+        cp.USER_LIMIT: Status.MAX_ITER,
+        cp.SOLVER_ERROR: Status.SOLVER_ERROR,
+    }
+    return table.get(status, Status.SOLVER_ERROR)
+
+
+def _options(solver: str, opts: dict) -> dict:
+    merged = dict(DEFAULT_OPTIONS.get(solver, {}))
+    for key, value in opts.items():
+        if key in _GENERIC:
+            native = _GENERIC[key].get(solver, key)
+            if native is None:
+                raise ValueError(f"option {key!r} is not supported for backend {solver}")
+            merged[native] = value
+        else:
+            merged[key] = value
+    return merged
+
+
+def run_cvxpy(problem, solver: str, opts: dict | None = None) -> BackendRun:
+    """Solve a ``cvxpy.Problem`` with ``solver``; failures become a status, not an exception.
+
+    Parameters
+    ----------
+    problem : cvxpy.Problem
+    solver : str
+        Backend name (case-insensitive), e.g. ``"CLARABEL"`` or ``"SCS"``.
+    opts : dict, optional
+        Backend options; ``max_iter`` and ``time_limit`` are translated to the backend's names.
+    """
+    import cvxpy as cp
+
+    solver = normalize_solver(solver)
+    installed = installed_backends()
+    if solver not in installed:
+        return BackendRun(Status.SOLVER_ERROR, solver, float("nan"), 0.0, 0.0, None,
+                          f"backend {solver} is not installed (installed: {', '.join(installed)})")
+    options = _options(solver, dict(opts or {}))
+    start = time.perf_counter()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            problem.solve(solver=solver, **options)
+    except cp.error.SolverError as exc:
+        elapsed = time.perf_counter() - start
+        return BackendRun(Status.SOLVER_ERROR, solver, float("nan"), getattr(problem, "compilation_time", 0.0) or 0.0,
+                          elapsed, None, f"{solver} failed: {exc}")
+    except (TypeError, ValueError) as exc:  # typically an unknown backend option
+        return BackendRun(Status.SOLVER_ERROR, solver, float("nan"), 0.0, time.perf_counter() - start, None,
+                          f"{solver} rejected the problem or options: {exc}")
+    elapsed = time.perf_counter() - start
+    compile_time = float(problem.compilation_time or 0.0)
+    stats = problem.solver_stats
+    solve_time = float(stats.solve_time) if stats is not None and stats.solve_time is not None \
+        else max(elapsed - compile_time, 0.0)
+    iterations = int(stats.num_iters) if stats is not None and stats.num_iters is not None else None
+    status = map_cvxpy_status(problem.status)
+    notes = sorted({str(w.message).split(".")[0] for w in caught if issubclass(w.category, UserWarning)})
+    message = "" if status == Status.OPTIMAL else f"CVXPY status {problem.status!r}"
+    if notes:
+        message = "; ".join(filter(None, [message, *notes]))
+    value = float(problem.value) if problem.value is not None else float("nan")
+    return BackendRun(status, solver, value, compile_time, solve_time, iterations, message)

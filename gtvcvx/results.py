@@ -1,0 +1,118 @@
+"""Result types and the one status vocabulary shared by every backend."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Status", "GTVResult", "relative_gap"]
+
+
+class Status(StrEnum):
+    """Outcome of a solve, the same words for the fast core and every CVXPY backend."""
+
+    OPTIMAL = "optimal"
+    MAX_ITER = "max_iter"
+    TIME_LIMIT = "time_limit"
+    INFEASIBLE = "infeasible"
+    UNBOUNDED = "unbounded"
+    SOLVER_ERROR = "solver_error"
+    INACCURATE = "inaccurate"
+
+
+def relative_gap(primal: float, dual: float) -> float:
+    """``(P - D) / (1 + |P| + |D|)``; ``nan`` when either value is missing, ``inf`` if ``D = -inf``."""
+    if np.isnan(primal) or np.isnan(dual):
+        return float("nan")
+    if not (np.isfinite(primal) and np.isfinite(dual)):
+        return float("inf")
+    return float((primal - dual) / (1.0 + abs(primal) + abs(dual)))
+
+
+@dataclass
+class GTVResult:
+    """Solution and certificate of a GTV problem from any solver.
+
+    Attributes
+    ----------
+    status : Status
+    solver : str
+        ``"fast"``, ``"CLARABEL"``, ``"SCS"``, ...
+    W : ndarray (n, d) or None
+        Local model parameters.
+    U : ndarray (|E|, d) or None
+        Edge flows (dual variables).
+    primal : float
+        ``P(W)`` evaluated by gtvcvx (``nan`` without ``W``).
+    dual : float
+        ``D(U)`` evaluated by gtvcvx at a feasible flow (``nan`` without ``U``; ``-inf`` when no
+        feasible flow could be certified).
+    gap, rel_gap : float
+        ``P - D`` and ``(P - D) / (1 + |P| + |D|)``.
+    value : float
+        The objective value reported by the backend itself.
+    iterations : int or None
+    setup_time, solve_time : float
+        Seconds (for CVXPY: compilation and solver time).
+    residuals : dict
+        Named optimality residuals (e.g. flow conservation, stationarity).
+    history : pandas.DataFrame or None
+        Per check-point convergence history.
+    message : str
+        Human-readable detail (why a status, what a backend said).
+    info : dict
+        Backend-specific extras.
+    """
+
+    status: Status
+    solver: str
+    W: np.ndarray | None = None
+    U: np.ndarray | None = None
+    primal: float = float("nan")
+    dual: float = float("nan")
+    gap: float = float("nan")
+    rel_gap: float = float("nan")
+    value: float = float("nan")
+    iterations: int | None = None
+    setup_time: float = 0.0
+    solve_time: float = 0.0
+    residuals: dict = field(default_factory=dict)
+    history: Any = None
+    message: str = ""
+    info: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """True when the status is ``optimal``."""
+        return self.status == Status.OPTIMAL
+
+    @property
+    def total_time(self) -> float:
+        return self.setup_time + self.solve_time
+
+    def to_row(self) -> dict:
+        """One flat dictionary (a pandas row) for reports."""
+        row = {
+            "solver": self.solver,
+            "status": str(self.status),
+            "primal": self.primal,
+            "dual": self.dual,
+            "gap": self.gap,
+            "rel_gap": self.rel_gap,
+            "value": self.value,
+            "iterations": self.iterations,
+            "setup_time": self.setup_time,
+            "solve_time": self.solve_time,
+        }
+        row.update({f"res_{k}": v for k, v in self.residuals.items()})
+        if self.message:
+            row["message"] = self.message
+        return row
+
+    def __repr__(self) -> str:
+        return (f"GTVResult(solver={self.solver!r}, status={str(self.status)!r}, primal={self.primal:.10g}, "
+                f"dual={self.dual:.10g}, rel_gap={self.rel_gap:.3g}, iterations={self.iterations}, "
+                f"time={self.total_time:.3g}s)")

@@ -1,0 +1,497 @@
+"""TOML problem specs: a file names the graph, the local data, the loss, the penalty, lam,
+solver settings and check thresholds; :func:`load_spec` turns it into a :class:`Spec`.
+
+Example (``problems/paper/table1.toml``)::
+
+    name = "paper_table1"
+    seed = 0
+
+    [graph]
+    generator = "sbm"
+    sizes = [100, 100]
+    p_in = 0.5
+    p_out = 0.01
+
+    [data]
+    generator = "linear"
+    d = 100
+    m = 10
+    sigma = 1e-3
+
+    [problem]
+    loss = "squared_error"
+    penalty = "norm2"
+    lam = 1e-2
+
+    [solve]
+    tol = 1e-6
+
+    [check]
+    max_rel_gap = 1e-6
+    max_mse = 1e-3
+
+Graph generators: ``sbm``, ``chain``, ``clustered_chain``, ``star``, ``complete``, ``knn`` (built
+on the data points) or ``file = "edges.csv"``. Data generators: ``linear``, ``logistic``,
+``blobs`` or ``file = "data.npz"`` (loaded with ``allow_pickle=False``; keys ``X``, ``y``,
+``node`` for labelled data or ``points``; optional ``W_true`` and ``labels``). Seeds for the
+graph and the data are spawned from the top-level ``seed`` unless given in their tables.
+Every error names the file, the key and what was expected.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import data as data_mod
+from . import graphs as graphs_mod
+from .data import GroundTruth
+from .graph import Graph
+from .losses import Logistic, SquaredDistance, SquaredError
+from .penalties import get_penalty
+from .problem import GTVProblem
+
+__all__ = ["Spec", "SpecError", "load_spec", "find_specs", "MAX_SPEC_ELEMENTS", "CHECK_KEYS"]
+
+#: Largest number of array elements a spec may declare (about 4 GB of float64).
+MAX_SPEC_ELEMENTS = 500_000_000
+
+#: Thresholds understood in a spec's ``[check]`` table.
+CHECK_KEYS = {
+    "max_rel_gap": "relative duality gap (P - D) / (1 + |P| + |D|)",
+    "max_abs_gap": "absolute duality gap P - D",
+    "max_solution_error": "||W - W_ref|| / max(1, ||W_ref||) against the CVXPY reference",
+    "max_objective_error": "|P - P_ref| / max(1, |P_ref|) against the CVXPY reference",
+    "max_mse": "mean squared error of the local models against the ground truth",
+    "min_ari": "adjusted Rand index of the recovered clusters against the ground truth",
+    "min_accuracy": "classification accuracy",
+    "max_iterations": "iterations of the solver",
+}
+
+
+class SpecError(ValueError):
+    """A spec file is malformed; the message names the file, the key and what was expected."""
+
+    def __init__(self, path, key: str | None, message: str):
+        self.path = str(path)
+        self.key = key
+        super().__init__(f"{path}: {key}: {message}" if key else f"{path}: {message}")
+
+
+@dataclass
+class Spec:
+    """A loaded problem spec.
+
+    Attributes
+    ----------
+    name : str
+    path : Path or None
+    problem : GTVProblem
+    truth : GroundTruth
+        True local models / cluster labels where the data are synthetic (fields may be None).
+    solve_options : dict
+        ``tol``, ``max_iter``, ``time_limit``, ``solver`` and per-backend option tables.
+    checks : dict
+        Thresholds from the ``[check]`` table (see :data:`CHECK_KEYS`).
+    seed : int or None
+    description : str
+    config : dict
+        The parsed TOML document.
+    """
+
+    name: str
+    path: Path | None
+    problem: GTVProblem
+    truth: GroundTruth
+    solve_options: dict = field(default_factory=dict)
+    checks: dict = field(default_factory=dict)
+    seed: int | None = None
+    description: str = ""
+    config: dict = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------
+# small typed readers
+# ---------------------------------------------------------------------------------------
+class _Table:
+    """A TOML table with typed getters whose errors name the file and the dotted key."""
+
+    def __init__(self, path, prefix: str, table: Any):
+        self.path = path
+        self.prefix = prefix
+        if not isinstance(table, dict):
+            raise SpecError(path, prefix, f"expected a table, got {type(table).__name__}")
+        self.table = table
+        self.used: set[str] = set()
+
+    def key(self, name: str) -> str:
+        return f"{self.prefix}.{name}" if self.prefix else name
+
+    def error(self, name: str, message: str) -> SpecError:
+        return SpecError(self.path, self.key(name), message)
+
+    def has(self, name: str) -> bool:
+        return name in self.table
+
+    def raw(self, name: str, default=None):
+        self.used.add(name)
+        return self.table.get(name, default)
+
+    def str(self, name: str, default=None, choices=None) -> str:
+        value = self.raw(name, default)
+        if value is None:
+            raise self.error(name, "missing; expected a string" + (f" in {sorted(choices)}" if choices else ""))
+        if not isinstance(value, str):
+            raise self.error(name, f"expected a string, got {value!r}")
+        if choices is not None and value not in choices:
+            raise self.error(name, f"expected one of {sorted(choices)}, got {value!r}")
+        return value
+
+    def number(self, name: str, default=None, *, minimum=None, maximum=None, integer=False, exclusive=False):
+        value = self.raw(name, default)
+        kind = "an integer" if integer else "a number"
+        if value is None:
+            raise self.error(name, f"missing; expected {kind}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
+            raise self.error(name, f"expected {kind}, got {value!r}")
+        if not math.isfinite(value):
+            raise self.error(name, f"expected a finite number, got {value!r}")
+        if minimum is not None and (value < minimum or (exclusive and value == minimum)):
+            raise self.error(name, f"expected {kind} {'>' if exclusive else '>='} {minimum}, got {value!r}")
+        if maximum is not None and value > maximum:
+            raise self.error(name, f"expected {kind} <= {maximum}, got {value!r}")
+        return value
+
+    def int_list(self, name: str, default=None, *, minimum=1) -> list[int]:
+        value = self.raw(name, default)
+        if value is None:
+            raise self.error(name, "missing; expected a list of integers")
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = [value]
+        if (not isinstance(value, list) or not value
+                or any(isinstance(v, bool) or not isinstance(v, int) or v < minimum for v in value)):
+            raise self.error(name, f"expected a non-empty list of integers >= {minimum}, got {value!r}")
+        return value
+
+    def path_value(self, name: str) -> Path:
+        value = self.str(name)
+        candidate = Path(value)
+        if not candidate.is_absolute():
+            candidate = Path(self.path).parent / candidate
+        if not candidate.is_file():
+            raise self.error(name, f"file not found: {candidate}")
+        return candidate
+
+    def finish(self, allowed_extra=()) -> None:
+        unknown = set(self.table) - self.used - set(allowed_extra)
+        if unknown:
+            name = sorted(unknown)[0]
+            raise self.error(name, f"unknown key; expected one of {sorted(self.used | set(allowed_extra))}")
+
+
+# ---------------------------------------------------------------------------------------
+# graph
+# ---------------------------------------------------------------------------------------
+_GRAPH_GENERATORS = ("sbm", "chain", "clustered_chain", "star", "complete", "knn", "file")
+
+
+def _expected_edges(table: _Table, generator: str) -> float:
+    t = table.table
+    try:
+        if generator == "sbm":
+            sizes = np.asarray(t.get("sizes", [1]), dtype=float)
+            within = float((sizes * (sizes - 1) / 2).sum()) * float(t.get("p_in", 0))
+            across = float((sizes.sum() ** 2 - (sizes ** 2).sum()) / 2) * float(t.get("p_out", 0))
+            return within + across
+        if generator == "complete":
+            n = float(t.get("n", 1))
+            return n * (n - 1) / 2
+    except (TypeError, ValueError):
+        return 0.0
+    return 0.0
+
+
+def _build_graph(table: _Table, seed, points=None):
+    """Returns (Graph, labels or None)."""
+    generator = "file" if table.has("file") else table.str("generator", choices=_GRAPH_GENERATORS)
+    table.used.update({"generator"})
+    try:
+        if generator == "file":
+            path = table.path_value("file")
+            n = table.number("n", None, minimum=1, integer=True) if table.has("n") else None
+            graph = Graph.from_csv(path, n=n)
+            labels = None
+        elif generator == "sbm":
+            sizes = table.int_list("sizes")
+            p_in = table.number("p_in", minimum=0, maximum=1)
+            p_out = table.number("p_out", minimum=0, maximum=1)
+            graph, labels = graphs_mod.sbm(sizes, p_in, p_out, seed=seed)
+        elif generator == "clustered_chain":
+            sizes = table.int_list("sizes")
+            bridge = table.number("bridge_weight", minimum=0)
+            weight = table.number("weight", 1.0, minimum=0, exclusive=True)
+            graph, labels = graphs_mod.clustered_chain(sizes, bridge, weight)
+        elif generator in ("chain", "star", "complete"):
+            n = table.number("n", minimum=1, integer=True)
+            weight = table.number("weight", 1.0, minimum=0, exclusive=True)
+            graph = getattr(graphs_mod, generator)(n, weight)
+            labels = None
+        else:  # knn on the data points
+            if points is None:
+                raise table.error("generator", "'knn' needs point data ([data] generator 'blobs' or a file with 'points')")
+            k = table.number("k", 10, minimum=1, integer=True)
+            weights = table.str("weights", "gaussian", choices=("gaussian", "uniform"))
+            phi = table.number("phi", minimum=0) if table.has("phi") else None
+            graph = graphs_mod.knn(points, k, weights=weights, phi=phi)
+            labels = None
+    except SpecError:
+        raise
+    except ValueError as exc:
+        raise table.error("generator" if not table.has("file") else "file", str(exc)) from None
+    table.finish(allowed_extra=("seed",))
+    return graph, labels
+
+
+# ---------------------------------------------------------------------------------------
+# data
+# ---------------------------------------------------------------------------------------
+_DATA_GENERATORS = ("linear", "logistic", "blobs", "file")
+
+
+def _load_npz(table: _Table):
+    from .io import read_npz
+
+    path = table.path_value("file")
+    try:
+        arrays = read_npz(path)
+    except ValueError as exc:
+        raise table.error("file", str(exc)) from None
+    allowed = {"X", "y", "node", "points", "W_true", "labels"}
+    unknown = set(arrays) - allowed
+    if unknown:
+        raise table.error("file", f"{path} has unexpected arrays {sorted(unknown)}; expected keys among {sorted(allowed)}")
+    for key, arr in arrays.items():
+        if arr.dtype.kind not in "biuf":
+            raise table.error("file", f"{path}: array {key!r} has dtype {arr.dtype}; expected numbers")
+    return path, arrays
+
+
+def _estimate_check(path, n_nodes: int, samples: float, d: int, edges: float) -> None:
+    for what, count in (("nodes", n_nodes), ("data entries (samples x d)", samples * d),
+                        ("flow entries (edges x d)", edges * d), ("edges", edges)):
+        if count > MAX_SPEC_ELEMENTS:
+            raise SpecError(path, None, f"the spec declares about {count:.3g} {what}, more than the limit of "
+                                        f"{MAX_SPEC_ELEMENTS:.3g}; refusing before allocating")
+
+
+def load_spec(path) -> Spec:
+    """Read a TOML spec and build its problem, ground truth, solve options and checks.
+
+    Raises
+    ------
+    SpecError
+        A ``ValueError`` whose message names the file, the key and what was expected.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError(path, None, "spec file not found")
+    try:
+        with open(path, "rb") as fh:
+            doc = tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(path, None, f"not valid TOML ({exc})") from None
+    except UnicodeDecodeError:
+        raise SpecError(path, None, "not a text TOML file") from None
+
+    top = _Table(path, "", doc)
+    name = top.str("name", path.stem)
+    description = top.str("description", "")
+    seed = top.number("seed", 0, minimum=0, integer=True)
+    for section in ("graph", "data", "problem"):
+        if section not in doc:
+            raise SpecError(path, section, "missing table")
+    graph_t = _Table(path, "graph", top.raw("graph"))
+    data_t = _Table(path, "data", top.raw("data"))
+    prob_t = _Table(path, "problem", top.raw("problem"))
+    solve_t = _Table(path, "solve", top.raw("solve", {}))
+    check_t = _Table(path, "check", top.raw("check", {}))
+    top.finish()
+
+    graph_seed, data_seed = np.random.SeedSequence(seed).spawn(2)
+    if graph_t.has("seed"):
+        graph_seed = graph_t.number("seed", minimum=0, integer=True)
+    if data_t.has("seed"):
+        data_seed = data_t.number("seed", minimum=0, integer=True)
+    graph_seed = np.random.default_rng(graph_seed)
+    data_seed = np.random.default_rng(data_seed)
+
+    # --- problem table first (cheap) so that name errors come early
+    loss_name = prob_t.str("loss", choices=("squared_error", "logistic", "squared_distance"))
+    try:
+        penalty = get_penalty(prob_t.str("penalty"))
+    except ValueError as exc:
+        raise prob_t.error("penalty", str(exc)) from None
+    lam = prob_t.number("lam", minimum=0)
+    prob_t.finish()
+
+    # --- data (and graph; knn graphs are built on the points)
+    data_generator = "file" if data_t.has("file") else data_t.str("generator", choices=_DATA_GENERATORS)
+    data_t.used.add("generator")
+    graph_generator = graph_t.table.get("generator", "file" if graph_t.has("file") else None)
+    points = None
+    truth_W = truth_labels = None
+    X = y = None
+    loss_data = None  # stacked (X, y, node, n) from an .npz file
+
+    if data_generator in ("blobs",) or (data_generator == "file" and graph_generator == "knn"):
+        if data_generator == "blobs":
+            sizes = data_t.int_list("sizes")
+            d = data_t.number("d", 2, minimum=1, integer=True)
+            _estimate_check(path, sum(sizes), sum(sizes), d, 0)
+            pset = data_mod.blobs(sizes, d, separation=data_t.number("separation", 5.0, minimum=0),
+                                  std=data_t.number("std", 1.0, minimum=0), seed=data_seed)
+            points, truth_W, truth_labels = pset.points, pset.truth.W, pset.truth.labels
+        else:
+            npz_path, arrays = _load_npz(data_t)
+            if "points" not in arrays:
+                raise data_t.error("file", f"{npz_path} has no 'points' array (needed for a knn graph)")
+            points = arrays["points"]
+            truth_W, truth_labels = arrays.get("W_true"), arrays.get("labels")
+        data_t.finish(allowed_extra=("seed",))
+        graph, graph_labels = _build_graph(graph_t, graph_seed, points=points)
+    else:
+        if graph_generator in _GRAPH_GENERATORS and graph_generator not in ("file", "knn"):
+            n_guess = sum(graph_t.table.get("sizes", [])) if "sizes" in graph_t.table else graph_t.table.get("n", 0)
+            if isinstance(n_guess, (int, float)) and n_guess > MAX_SPEC_ELEMENTS:
+                raise SpecError(path, "graph", f"declares {n_guess:.3g} nodes, more than the limit; refusing")
+            if data_generator in ("linear", "logistic"):
+                d_guess = data_t.table.get("d", 1)
+                m_guess = data_t.table.get("m", 10)
+                if isinstance(d_guess, int) and isinstance(m_guess, int) and isinstance(n_guess, (int, float)):
+                    _estimate_check(path, n_guess, float(n_guess) * m_guess, d_guess,
+                                    _expected_edges(graph_t, graph_generator))
+        graph, graph_labels = _build_graph(graph_t, graph_seed)
+        n = graph.n
+        if data_generator in ("linear", "logistic"):
+            d = data_t.number("d", minimum=1, integer=True)
+            m_raw = data_t.raw("m", 10)
+            if isinstance(m_raw, list):
+                m = data_t.int_list("m", minimum=0)
+                if len(m) != n:
+                    raise data_t.error("m", f"expected one sample count per node ({n}), got {len(m)}")
+            else:
+                m = data_t.number("m", 10, minimum=0, integer=True)
+            sigma = data_t.number("sigma", 1e-3 if data_generator == "linear" else 0.0, minimum=0)
+            rho = data_t.number("rho", 1.0, minimum=0, maximum=1)
+            if graph_labels is None:
+                n_clusters = data_t.number("n_clusters", 1, minimum=1, integer=True)
+                labels = np.minimum(np.arange(n) * n_clusters // n, n_clusters - 1)
+            else:
+                if data_t.has("n_clusters"):
+                    raise data_t.error("n_clusters", "the graph generator already defines the clusters")
+                labels = graph_labels
+            gen = data_mod.linear_model if data_generator == "linear" else data_mod.logistic_model
+            try:
+                ds = gen(labels, d, m, sigma=sigma, rho=rho, seed=data_seed)
+            except ValueError as exc:
+                raise data_t.error("generator", str(exc)) from None
+            X, y, truth_W, truth_labels = ds.X, ds.y, ds.truth.W, ds.truth.labels
+        elif data_generator == "file":
+            npz_path, arrays = _load_npz(data_t)
+            if "points" in arrays:
+                points = arrays["points"]
+            elif {"X", "y", "node"} <= set(arrays):
+                loss_data = (arrays["X"], arrays["y"], arrays["node"], n)
+            else:
+                raise data_t.error("file", f"{npz_path} must hold 'X', 'y' and 'node' arrays, or 'points'")
+            truth_W, truth_labels = arrays.get("W_true"), arrays.get("labels")
+        else:
+            raise data_t.error("generator", f"'{data_generator}' data need a 'knn' graph built on them")
+        data_t.finish(allowed_extra=("seed",))
+
+    # --- loss
+    try:
+        if loss_name == "squared_distance":
+            if points is None:
+                raise data_t.error("generator", "loss 'squared_distance' needs point data "
+                                                "([data] generator 'blobs' or a file with 'points')")
+            loss = SquaredDistance(points)
+        else:
+            cls = SquaredError if loss_name == "squared_error" else Logistic
+            if loss_data is not None:
+                loss = cls.from_stacked(*loss_data)
+            elif X is not None:
+                loss = cls(X, y)
+            else:
+                raise data_t.error("generator", f"loss '{loss_name}' needs labelled data (X, y), not points")
+    except SpecError:
+        raise
+    except ValueError as exc:
+        raise SpecError(path, "data", str(exc)) from None
+
+    try:
+        problem = GTVProblem(graph, loss, penalty, lam)
+    except ValueError as exc:
+        raise SpecError(path, "data", str(exc)) from None
+
+    truth = GroundTruth(
+        W=_truth_array(path, "W_true", truth_W, (problem.n, problem.d)),
+        labels=_truth_array(path, "labels", truth_labels, (problem.n,)),
+    )
+
+    # --- solve options and checks
+    solve_options: dict[str, Any] = {}
+    if solve_t.has("solver"):
+        solve_options["solver"] = solve_t.str("solver")
+    if solve_t.has("tol"):
+        solve_options["tol"] = solve_t.number("tol", minimum=0, exclusive=True)
+    if solve_t.has("max_iter"):
+        solve_options["max_iter"] = solve_t.number("max_iter", minimum=1, integer=True)
+    if solve_t.has("time_limit"):
+        solve_options["time_limit"] = solve_t.number("time_limit", minimum=0, exclusive=True)
+    backends = {}
+    for key, value in solve_t.table.items():
+        if isinstance(value, dict):
+            backends[key.upper()] = dict(value)
+            solve_t.used.add(key)
+    if backends:
+        solve_options["backend_options"] = backends
+    solve_t.finish()
+
+    checks = {}
+    for key in list(check_t.table):
+        if key not in CHECK_KEYS:
+            raise check_t.error(key, f"unknown check; expected one of {sorted(CHECK_KEYS)}")
+        checks[key] = check_t.number(key, minimum=0)
+    return Spec(name=name, path=path, problem=problem, truth=truth, solve_options=solve_options,
+                checks=checks, seed=seed, description=description, config=doc)
+
+
+def _truth_array(path, key, value, shape):
+    if value is None:
+        return None
+    arr = np.asarray(value)
+    if arr.shape != shape:
+        raise SpecError(path, f"data.{key}", f"expected shape {shape}, got {arr.shape}")
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        raise SpecError(path, f"data.{key}", "must be finite")
+    return arr
+
+
+def find_specs(paths) -> list[Path]:
+    """Expand files and directories (recursively, ``*.toml``) into a sorted list of spec paths."""
+    out: list[Path] = []
+    for p in paths:
+        p = Path(p)
+        if p.is_dir():
+            out.extend(sorted(p.rglob("*.toml")))
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise SpecError(p, None, "no such spec file or directory")
+    return out

@@ -1,0 +1,44 @@
+"""Shared factories: small random GTV problems for every loss x penalty."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gtvcvx as g
+from gtvcvx import data, graphs
+
+LOSSES = ("squared_error", "logistic", "squared_distance")
+PENALTIES = ("norm2", "norm1", "squared_norm2")
+
+
+def make_penalty(name):
+    return {"norm2": g.Norm2, "norm1": g.Norm1, "squared_norm2": g.SquaredNorm2}[name]()
+
+
+def make_loss(kind, labels, d, seed, *, m=None, rho=0.75):
+    """A loss on ``len(labels)`` nodes; squared error / logistic get nodes without data and m_i < d."""
+    rng = np.random.default_rng(seed)
+    n = len(labels)
+    if kind == "squared_distance":
+        centers = rng.normal(scale=2.0, size=(labels.max() + 1, d))
+        return g.SquaredDistance(centers[labels] + 0.3 * rng.normal(size=(n, d)))
+    if m is None:
+        m = rng.integers(1, d + 3, size=n)  # some m_i < d, some > d
+    if kind == "squared_error":
+        ds = data.linear_model(labels, d, m, sigma=0.3, rho=rho, seed=seed)
+    else:  # label noise large enough that the pooled data are not separable (finite optimum)
+        ds = data.logistic_model(labels, d, np.asarray(m) + 4, sigma=3.0, rho=rho, seed=seed)
+    cls = g.SquaredError if kind == "squared_error" else g.Logistic
+    return cls(ds.X, ds.y, d=d)
+
+
+def make_problem(loss="squared_error", penalty="norm2", *, seed=0, sizes=(4, 4), d=3, lam=0.3,
+                 p_in=0.7, p_out=0.15, m=None, rho=0.75):
+    graph, labels = graphs.sbm(list(sizes), p_in, p_out, seed=seed)
+    return g.GTVProblem(graph, make_loss(loss, labels, d, seed + 100, m=m, rho=rho), make_penalty(penalty), lam)
+
+
+@pytest.fixture
+def problem_factory():
+    return make_problem

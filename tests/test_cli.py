@@ -1,0 +1,58 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gtvcvx.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+QUICK = ROOT / "problems/quick/sbm_nlasso.toml"
+
+
+def test_solve_with_clarabel_prints_the_summary(capsys):
+    assert main(["solve", str(QUICK), "--solver", "clarabel"]) == 0
+    out = capsys.readouterr().out
+    assert "status      optimal" in out and "mse" in out and "objective" in out
+
+
+def test_solve_json(capsys):
+    assert main(["solve", str(QUICK), "--solver", "SCS", "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["status"] == "optimal" and record["n"] == 12 and record["mse"] >= 0
+
+
+def test_failed_solve_exits_1(capsys):
+    assert main(["solve", str(QUICK), "--solver", "SCS", "--max-iter", "1"]) == 1
+
+
+def test_malformed_spec_exits_2_with_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(QUICK.read_text().replace("p_in = 0.6", "p_in = 2.0"))
+    assert main(["solve", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and str(bad) in err and "graph.p_in" in err and "Traceback" not in err
+
+
+def test_unknown_solver_and_missing_file_exit_2(capsys):
+    assert main(["solve", str(QUICK), "--solver", "gurobi_9000"]) == 2
+    assert "--solver 'gurobi_9000'" in capsys.readouterr().err
+    assert main(["solve", "no/such/spec.toml"]) == 2
+    assert "spec file not found" in capsys.readouterr().err
+
+
+def test_console_script_runs_and_debug_shows_traceback(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("not toml [")
+    quiet = subprocess.run([sys.executable, "-m", "gtvcvx", "solve", str(bad)], capture_output=True, text=True)
+    assert quiet.returncode == 2 and "Traceback" not in quiet.stderr
+    loud = subprocess.run([sys.executable, "-m", "gtvcvx", "--debug", "solve", str(bad)], capture_output=True,
+                          text=True)
+    assert loud.returncode != 0 and "Traceback" in loud.stderr
+
+
+def test_usage_error_exits_2():
+    with pytest.raises(SystemExit) as info:
+        main(["solve"])
+    assert info.value.code == 2

@@ -1,0 +1,71 @@
+import numpy as np
+import pytest
+
+import gtvcvx as g
+from gtvcvx.penalties import get_penalty
+
+PENALTIES = [g.Norm2(), g.Norm1(), g.SquaredNorm2()]
+rng = np.random.default_rng(0)
+Z = rng.normal(size=(6, 3))
+SCALE = np.array([0.5, 1.0, 2.0, 0.0, 0.3, 1.5])
+
+
+def phi(pen, z):
+    return {"norm2": np.linalg.norm(z), "norm1": np.abs(z).sum(), "squared_norm2": 0.5 * z @ z}[pen.name]
+
+
+@pytest.mark.parametrize("pen", PENALTIES, ids=lambda p: p.name)
+def test_values(pen):
+    expected = [c * phi(pen, z) for z, c in zip(Z, SCALE)]
+    assert np.allclose(pen.edge_values(Z, SCALE), expected)
+
+
+@pytest.mark.parametrize("pen", PENALTIES, ids=lambda p: p.name)
+@pytest.mark.parametrize("step", [0.4, 3.0])
+def test_moreau_identity(pen, step):
+    # prox_{step h}(z) + step * prox_{h*/step}(z/step) = z, with h = c phi and h*(u) = c phi*(u/c)
+    scale = np.where(SCALE > 0, SCALE, 0.7)
+    lhs = pen.prox(Z, step, scale) + step * pen.prox_conjugate(Z / step, 1.0 / step, scale)
+    assert np.allclose(lhs, Z)
+
+
+@pytest.mark.parametrize("pen", PENALTIES, ids=lambda p: p.name)
+def test_prox_minimizes(pen):
+    step = 0.7
+    P = pen.prox(Z, step, SCALE)
+    for e in range(len(Z)):
+        f = lambda x: step * SCALE[e] * phi(pen, x) + 0.5 * ((x - Z[e]) ** 2).sum()
+        for _ in range(20):
+            trial = P[e] + 1e-3 * rng.normal(size=3)
+            assert f(P[e]) <= f(trial) + 1e-12
+
+
+@pytest.mark.parametrize("pen", PENALTIES, ids=lambda p: p.name)
+def test_conjugate_and_fenchel_young(pen):
+    U = pen.project_conjugate_domain(rng.normal(size=Z.shape), SCALE)
+    conj = pen.edge_conjugates(U, SCALE)
+    assert np.isfinite(conj).all()
+    assert (pen.edge_fenchel_young(Z, U, SCALE) >= -1e-12).all()
+    # at u in the subdifferential, Fenchel-Young is an equality
+    pos = SCALE > 0
+    if pen.name == "norm2":
+        U_opt = SCALE[:, None] * Z / np.linalg.norm(Z, axis=1, keepdims=True)
+    elif pen.name == "norm1":
+        U_opt = SCALE[:, None] * np.sign(Z)
+    else:
+        U_opt = SCALE[:, None] * Z
+    assert np.allclose(pen.edge_fenchel_young(Z, U_opt, SCALE)[pos], 0.0, atol=1e-12)
+    if pen.is_norm:
+        outside = U_opt * 1.01
+        assert np.isinf(pen.edge_conjugates(outside, SCALE)[pos]).all()
+    blocked = np.zeros_like(Z)
+    blocked[3] = 1.0
+    assert np.isinf(pen.edge_conjugates(blocked, SCALE)[3])
+
+
+def test_get_penalty_names():
+    assert isinstance(get_penalty("nLasso"), g.Norm2)
+    assert isinstance(get_penalty("l1"), g.Norm1)
+    assert isinstance(get_penalty("mocha"), g.SquaredNorm2)
+    with pytest.raises(ValueError, match="unknown penalty 'l3'"):
+        get_penalty("l3")
