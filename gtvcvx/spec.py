@@ -56,7 +56,8 @@ from .losses import Logistic, SquaredDistance, SquaredError
 from .penalties import get_penalty
 from .problem import GTVProblem
 
-__all__ = ["Spec", "SpecError", "load_spec", "find_specs", "MAX_SPEC_ELEMENTS", "CHECK_KEYS"]
+__all__ = ["Spec", "ExperimentSpec", "SpecError", "load_spec", "find_specs", "MAX_SPEC_ELEMENTS",
+           "CHECK_KEYS", "SPEC_KINDS"]
 
 #: Largest number of array elements a spec may declare (about 4 GB of float64).
 MAX_SPEC_ELEMENTS = 500_000_000
@@ -81,6 +82,20 @@ class SpecError(ValueError):
         self.path = str(path)
         self.key = key
         super().__init__(f"{path}: {key}: {message}" if key else f"{path}: {message}")
+
+
+@dataclass
+class ExperimentSpec:
+    """A ``kind = "experiment"`` spec: a named study from :mod:`gtvcvx.experiments` and its parameters."""
+
+    name: str
+    path: Path
+    experiment: str
+    params: dict = field(default_factory=dict)
+    checks: dict = field(default_factory=dict)
+    description: str = ""
+    config: dict = field(default_factory=dict)
+    kind: str = "experiment"
 
 
 @dataclass
@@ -113,6 +128,7 @@ class Spec:
     seed: int | None = None
     description: str = ""
     config: dict = field(default_factory=dict)
+    kind: str = "gtv"
 
 
 # ---------------------------------------------------------------------------------------
@@ -308,7 +324,14 @@ def load_spec(path) -> Spec:
     except UnicodeDecodeError:
         raise SpecError(path, None, "not a text TOML file") from None
 
+    kind = doc.get("kind", "gtv")
+    if kind not in SPEC_KINDS:
+        raise SpecError(path, "kind", f"expected one of {sorted(SPEC_KINDS)}, got {kind!r}")
+    if kind != "gtv":
+        return SPEC_KINDS[kind](path, doc)
+
     top = _Table(path, "", doc)
+    top.used.add("kind")
     name = top.str("name", path.stem)
     description = top.str("description", "")
     seed = top.number("seed", 0, minimum=0, integer=True)
@@ -470,6 +493,36 @@ def load_spec(path) -> Spec:
         checks[key] = check_t.number(key, minimum=0)
     return Spec(name=name, path=path, problem=problem, truth=truth, solve_options=solve_options,
                 checks=checks, seed=seed, description=description, config=doc)
+
+
+def _load_experiment_spec(path: Path, doc: dict) -> ExperimentSpec:
+    from .experiments import registry
+
+    top = _Table(path, "", doc)
+    top.used.add("kind")
+    name = top.str("name", path.stem)
+    description = top.str("description", "")
+    experiment = top.str("experiment", choices=sorted(registry()))
+    params = top.raw("params", {})
+    if not isinstance(params, dict):
+        raise SpecError(path, "params", "expected a table")
+    checks = top.raw("check", {})
+    if not isinstance(checks, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                               for v in checks.values()):
+        raise SpecError(path, "check", "expected a table of numeric thresholds")
+    top.finish()
+    return ExperimentSpec(name=name, path=path, experiment=experiment, params=params, checks=dict(checks),
+                          description=description, config=doc)
+
+
+def _load_rkhs_spec(path: Path, doc: dict):
+    from .rkhs.spec import load_rkhs_spec
+
+    return load_rkhs_spec(path, doc)
+
+
+#: Spec kinds and their loaders (``kind`` key at the top of the TOML file; default ``"gtv"``).
+SPEC_KINDS = {"gtv": None, "experiment": _load_experiment_spec, "rkhs": _load_rkhs_spec}
 
 
 def _truth_array(path, key, value, shape):

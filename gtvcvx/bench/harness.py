@@ -1,0 +1,142 @@
+"""Measure solvers fairly: one fresh process per run, wall time and peak memory, ratios.
+
+Every run happens in a new ``spawn``-ed Python process so that the peak resident set size
+(``ru_maxrss``) belongs to that run alone, including memory allocated by compiled backends
+(Clarabel, SCS) that Python's allocator tracking cannot see. The instance is built inside the
+child by an importable builder function, and only the solve is timed.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import resource
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["Run", "run_isolated", "ratio", "write_bench_report", "format_table"]
+
+
+@dataclass
+class Run:
+    """One measured run.
+
+    Attributes
+    ----------
+    label : str
+    ok : bool
+        False when the run raised (``error`` holds the message) or was killed.
+    wall : float
+        Seconds of the measured call (setup + solve as the callee defines them).
+    peak_mb : float
+        Peak resident set size of the whole process, MiB.
+    baseline_mb : float
+        Peak resident set size before the measured call (imports + instance), MiB.
+    data : dict
+        What the callee returned (times split, status, values, ...).
+    """
+
+    label: str
+    ok: bool
+    wall: float = float("nan")
+    peak_mb: float = float("nan")
+    baseline_mb: float = float("nan")
+    data: dict = field(default_factory=dict)
+    error: str = ""
+
+    @property
+    def extra_mb(self) -> float:
+        """Peak memory added by the measured call (MiB)."""
+        return self.peak_mb - self.baseline_mb
+
+
+def _maxrss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux reports KiB
+
+
+def _child(queue, builder, builder_kwargs, call, call_kwargs):
+    try:
+        instance = builder(**builder_kwargs)
+        baseline = _maxrss_mb()
+        start = time.perf_counter()
+        data = call(instance, **call_kwargs)
+        wall = time.perf_counter() - start
+        queue.put({"ok": True, "wall": wall, "peak_mb": _maxrss_mb(), "baseline_mb": baseline, "data": data})
+    except BaseException as exc:  # noqa: BLE001 - report every failure as a row
+        queue.put({"ok": False, "error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()})
+
+
+def run_isolated(label: str, builder, builder_kwargs: dict, call, call_kwargs: dict | None = None,
+                 timeout: float | None = None) -> Run:
+    """Build an instance and run ``call(instance, **call_kwargs)`` in a fresh process.
+
+    ``builder`` and ``call`` must be importable module-level functions; ``call`` returns a
+    picklable dict. A crash, exception or timeout gives ``Run(ok=False)`` with the reason.
+    """
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_child, args=(queue, builder, builder_kwargs, call, call_kwargs or {}))
+    proc.start()
+    try:
+        message = queue.get(timeout=timeout)
+    except Exception:  # noqa: BLE001 - queue.Empty on timeout, or the child died
+        proc.kill()
+        proc.join()
+        reason = "timed out" if proc.exitcode is None or proc.exitcode < 0 else f"exit code {proc.exitcode}"
+        return Run(label, False, error=f"run {reason}" + (f" after {timeout:.0f} s" if timeout else ""))
+    proc.join()
+    if not message["ok"]:
+        return Run(label, False, error=message["error"])
+    return Run(label, True, message["wall"], message["peak_mb"], message["baseline_mb"], message["data"])
+
+
+def ratio(slow: float, fast: float) -> float:
+    """``slow / fast`` (``nan`` if either is missing)."""
+    try:
+        return float(slow) / float(fast) if float(fast) > 0 else float("nan")
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def format_table(rows: list[dict], columns: list[str] | None = None, floatfmt: str = ".4g") -> str:
+    """A Markdown table from a list of dicts."""
+    if not rows:
+        return "(no rows)"
+    columns = columns or list(dict.fromkeys(k for r in rows for k in r))
+
+    def cell(v):
+        if isinstance(v, float):
+            return "nan" if v != v else format(v, floatfmt)
+        return "" if v is None else str(v)
+
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(cell(r.get(c)) for c in columns) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def write_bench_report(out_dir, target: str, markdown: str, rows: list[dict]) -> Path:
+    """Write ``<out_dir>/bench/<target>.md`` and ``.csv``, then rebuild ``<out_dir>/benchmarks.md``.
+
+    ``markdown`` is one section starting with a ``## `` heading; ``benchmarks.md`` concatenates
+    every target's section, so targets never overwrite each other.
+    """
+    import pandas as pd
+
+    from ..environment import environment_markdown
+    from ..io import atomic_write_text
+
+    out_dir = Path(out_dir)
+    bench_dir = out_dir / "bench"
+    bench_dir.mkdir(parents=True, exist_ok=True)
+    section = bench_dir / f"{target}.md"
+    atomic_write_text(section, markdown.rstrip() + "\n\n### Machine\n\n" + environment_markdown() + "\n")
+    if rows:
+        atomic_write_text(bench_dir / f"{target}.csv", pd.DataFrame(rows).to_csv(index=False))
+    parts = ["# Benchmarks", "",
+             "Generated by `gtvcvx bench TARGET --out reports`; each section below is one target, "
+             "measured in one run against CVXPY + CLARABEL and CVXPY + SCS on the same instances.", ""]
+    for path in sorted(bench_dir.glob("*.md")):
+        parts += [path.read_text().rstrip(), ""]
+    atomic_write_text(out_dir / "benchmarks.md", "\n".join(parts))
+    return section

@@ -1,0 +1,72 @@
+"""Experiments: multi-run studies (paper reproductions, sweeps) driven by ``kind = "experiment"`` specs.
+
+Each module in this package defines ``EXPERIMENTS = {"name": function}``; a function has the
+signature ``function(params: dict, out_dir: Path, *, quick: bool = False) -> ExperimentOutput``
+and writes its figures into ``out_dir``. Specs name an experiment from this registry (never an
+arbitrary import path)::
+
+    kind = "experiment"
+    name = "paper_sbm_k_clusters"
+    experiment = "sbm_k_clusters"
+
+    [params]
+    k = [2, 3, 4]
+
+    [check]
+    ...
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["ExperimentOutput", "registry", "get_experiment"]
+
+
+@dataclass
+class ExperimentOutput:
+    """What an experiment produced.
+
+    Attributes
+    ----------
+    title : str
+    markdown : str
+        Body of the experiment's report section (tables inline, figures referenced by
+        file name relative to ``out_dir``).
+    tables : dict of str -> pandas.DataFrame
+        Written as CSV next to the Markdown by ``gtvcvx report``.
+    figures : list of Path
+        Image files the experiment wrote into ``out_dir``.
+    measured : dict of str -> float
+        Named numbers that ``[check]`` thresholds of the spec can refer to.
+    """
+
+    title: str
+    markdown: str
+    tables: dict = field(default_factory=dict)
+    figures: list = field(default_factory=list)
+    measured: dict = field(default_factory=dict)
+
+
+def registry() -> dict:
+    """Every experiment name -> function, from the modules of this package."""
+    found = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        for name, function in getattr(module, "EXPERIMENTS", {}).items():
+            if name in found:
+                raise RuntimeError(f"experiment {name!r} is defined twice")
+            found[name] = function
+    return found
+
+
+def get_experiment(name: str):
+    table = registry()
+    if name not in table:
+        raise ValueError(f"unknown experiment {name!r}; expected one of {sorted(table)}")
+    return table[name]
