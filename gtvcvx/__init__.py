@@ -16,3 +16,7 @@ except PackageNotFoundError:  # running from a source tree without installation
 
 __all__ = ["Graph", "graphs", "GTVProblem", "GTVResult", "Status", "SquaredError", "Logistic",
            "SquaredDistance", "Norm2", "Norm1", "SquaredNorm2", "__version__"]
+
+from .solvers import solve  # noqa: E402
+
+__all__ += ["solve"]

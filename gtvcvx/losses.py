@@ -79,21 +79,26 @@ class Loss(ABC):
         """``grad L_i(w_i)`` for every node, shape (n, d)."""
 
     @abstractmethod
-    def prox(self, V, step) -> np.ndarray:
-        """Proximal operator ``argmin_w L_i(w) + ||w - v_i||^2 / (2 step_i)`` per node."""
+    def prox(self, V, step, *, warm_start=None) -> np.ndarray:
+        """Proximal operator ``argmin_w L_i(w) + ||w - v_i||^2 / (2 step_i)`` per node.
+
+        ``warm_start`` (n, d) is a guess of the result for iterative proxes (ignored by closed forms).
+        """
 
     @abstractmethod
-    def node_conjugates(self, V, *, scale: float | None = None) -> np.ndarray:
+    def node_conjugates(self, V, *, scale: float | None = None, hint=None) -> np.ndarray:
         """``L_i^*(v_i)`` per node, ``+inf`` outside the domain.
 
         ``scale`` sets the absolute size below which a distance to the domain counts as
         rounding error (default: the largest row norm of ``V``); a point within
-        ``DOMAIN_RTOL * scale`` of the domain is evaluated at its projection.
+        ``DOMAIN_RTOL * scale`` of the domain is evaluated at its projection. ``hint`` is an
+        (n, d) guess of the maximizing ``w`` (used by losses whose conjugate is computed
+        iteratively; ignored by closed forms).
         """
 
-    def conjugate(self, V, *, scale: float | None = None) -> float:
+    def conjugate(self, V, *, scale: float | None = None, hint=None) -> float:
         """``sum_i L_i^*(v_i)`` (``+inf`` if any ``v_i`` is outside the domain)."""
-        return float(self.node_conjugates(V, scale=scale).sum())
+        return float(self.node_conjugates(V, scale=scale, hint=hint).sum())
 
     def prox_conjugate(self, Z, step) -> np.ndarray:
         """``prox_{step L_i^*}(z_i)`` per node via the Moreau identity."""
@@ -109,7 +114,7 @@ class Loss(ABC):
         """Fenchel-Young gaps ``L_i(w_i) + L_i^*(v_i) - <w_i, v_i>`` per node (>= 0)."""
         W = self._check_W(W)
         V = self._check_W(V, "V")
-        return self.node_values(W) + self.node_conjugates(V, scale=scale) - np.einsum("nd,nd->n", W, V)
+        return self.node_values(W) + self.node_conjugates(V, scale=scale, hint=W) - np.einsum("nd,nd->n", W, V)
 
     # -- CVXPY --------------------------------------------------------------------------
     @abstractmethod
@@ -266,13 +271,17 @@ class _DesignLoss(Loss):
         self.active = self.s > 0  # (n, r)
         self.rank = self.active.sum(axis=1)
 
+    @cached_property
+    def _Qt(self) -> np.ndarray:
+        return np.ascontiguousarray(np.swapaxes(self.Q, 1, 2))
+
     def _coords(self, W) -> np.ndarray:
         """Coordinates ``Q_i^T w_i`` of every row in its node's row space, shape (n, r)."""
-        return np.einsum("ndr,nd->nr", self.Q, W)
+        return np.matmul(self._Qt, W[:, :, None])[:, :, 0]
 
     def _lift(self, C) -> np.ndarray:
         """``Q_i c_i`` for every node, shape (n, d)."""
-        return np.einsum("ndr,nr->nd", self.Q, C)
+        return np.matmul(self.Q, C[:, :, None])[:, :, 0]
 
     def project_conjugate_domain(self, V) -> np.ndarray:
         V = self._check_W(V, "V")
@@ -344,7 +353,7 @@ class SquaredError(_DesignLoss):
         coef = np.divide(-2.0, self.counts, out=np.zeros(self.n), where=self.counts > 0)
         return self._lift(coef[:, None] * self.s * res)
 
-    def prox(self, V, step) -> np.ndarray:
+    def prox(self, V, step, *, warm_start=None) -> np.ndarray:
         V = self._check_W(V, "V")
         tau = _as_step(step, self.n)
         q = self._coords(V)
@@ -356,7 +365,7 @@ class SquaredError(_DesignLoss):
         c = self._coords(V)
         return np.divide(c, self.s, out=np.zeros_like(c), where=self.active)
 
-    def node_conjugates(self, V, *, scale=None) -> np.ndarray:
+    def node_conjugates(self, V, *, scale=None, hint=None) -> np.ndarray:
         V = self._check_W(V, "V")
         t = self._scaled_coords(V)
         perp = np.maximum(self.y_sq - np.einsum("nr,nr->n", self.b, self.b), 0.0)
@@ -462,7 +471,7 @@ class Logistic(_DesignLoss):
             sl = slice(start, start + chunk)
             Xr = self._reduced[sl]
             outer = (Xr[:, :, None] * (weights[sl, None, None] * Xr[:, None, :])).reshape(-1, r * r)
-            out += self._segment[:, sl] @ outer
+            out += (self._segment if chunk >= M else self._segment[:, sl]) @ outer
         return out.reshape(self.n, r, r)
 
     def node_values(self, W) -> np.ndarray:
@@ -478,8 +487,9 @@ class Logistic(_DesignLoss):
 
         ``objective(C)`` -> (n,), ``grad_hess(C)`` -> ((n, r), (n, r, r)); ``ridge`` (n,) is
         added to the Hessian diagonal. Inactive coordinates (beyond a node's rank) stay fixed.
-        A node stops when its Newton decrement reaches rounding level or its line search
-        stalls (no decrease is representable any more).
+        Once a node's Newton decrement is below ``1e-10 (1 + |f|)`` it is in the quadratic
+        region: it takes one last full step (error ~ decrement^2, i.e. rounding level) and stops.
+        Farther away, steps are damped by an Armijo backtracking per node.
         """
         C = C0.copy()
         inactive = ~self.active
@@ -492,26 +502,31 @@ class Logistic(_DesignLoss):
             H = H + (ridge[:, None, None] + 1e-300) * eye + inactive[:, :, None] * eye
             step = -np.linalg.solve(H, g[:, :, None])[:, :, 0]
             decrement = -np.einsum("nr,nr->n", g, step)
-            todo &= decrement > 1e-22 * (1.0 + np.abs(f))
+            final = todo & (decrement <= 1e-10 * (1.0 + np.abs(f)))
+            search = todo & ~final
+            t = np.ones(self.n)
+            if search.any():
+                accepted = ~search
+                for _ in range(40):  # per-node backtracking (Armijo)
+                    f_trial = objective(C + t[:, None] * step)
+                    accepted |= f_trial <= f - 0.25 * t * decrement
+                    if accepted.all():
+                        break
+                    t = np.where(accepted, t, 0.5 * t)
+                search &= accepted
+            move = final | search
+            C = np.where(move[:, None], C + t[:, None] * step, C)
+            todo &= ~final & search
             if not todo.any():
                 break
-            t = np.ones(self.n)
-            accepted = ~todo
-            for _ in range(30):  # per-node backtracking (Armijo)
-                f_trial = objective(C + t[:, None] * step)
-                accepted |= f_trial <= f - 0.25 * t * decrement
-                if accepted.all():
-                    break
-                t = np.where(accepted, t, 0.5 * t)
-            todo &= accepted  # a stalled line search means rounding level: stop that node
-            C = np.where(todo[:, None], C + t[:, None] * step, C)
             f = objective(C)
         return C
 
-    def prox(self, V, step) -> np.ndarray:
+    def prox(self, V, step, *, warm_start=None) -> np.ndarray:
         V = self._check_W(V, "V")
         tau = _as_step(step, self.n)[:, 0]
         q = self._coords(V)
+        start = q if warm_start is None else self._coords(self._check_W(warm_start, "warm_start"))
 
         def objective(C):
             diff = C - q
@@ -520,12 +535,13 @@ class Logistic(_DesignLoss):
         def grad_hess(C):
             return self._grad_coords(C) + (C - q) / tau[:, None], self._hess_coords(C)
 
-        C = self._newton(objective, grad_hess, q, 1.0 / tau)
+        C = self._newton(objective, grad_hess, start, 1.0 / tau)
         return V + self._lift(C - q)
 
-    def _feasible_theta(self, V):
+    def _feasible_theta(self, V, hint=None):
         """Newton on ``sup_w v^T w - L(w)`` then a min-norm correction to an exactly feasible theta."""
         c = self._coords(V)
+        start = np.zeros_like(c) if hint is None else self._coords(self._check_W(hint, "hint"))
         n = self.n
 
         def objective(C):
@@ -534,7 +550,7 @@ class Logistic(_DesignLoss):
         def grad_hess(C):
             return self._grad_coords(C) - c, self._hess_coords(C)
 
-        C = self._newton(objective, grad_hess, np.zeros_like(c), np.full(n, 1e-12), max_iter=100)
+        C = self._newton(objective, grad_hess, start, np.full(n, 1e-12), max_iter=100)
         theta = expit(self._margins(C))
         # constraint per node: -(1/m) Xr^T (y * theta) = c  (row-space coordinates)
         m_k = self.counts[self.node_of_sample].astype(float)
@@ -544,12 +560,12 @@ class Logistic(_DesignLoss):
         theta = theta + self.y_all * np.einsum("kr,kr->k", self._reduced, coef)
         return theta
 
-    def node_conjugates(self, V, *, scale=None) -> np.ndarray:
+    def node_conjugates(self, V, *, scale=None, hint=None) -> np.ndarray:
         V = self._check_W(V, "V")
         ok = self._domain_ok(V, scale)
         out = np.zeros(self.n)
         if self.y_all.size:
-            theta = self._feasible_theta(V)
+            theta = self._feasible_theta(V, hint)
             inside = (theta >= 0.0) & (theta <= 1.0)
             th = np.clip(theta, 0.0, 1.0)
             with np.errstate(divide="ignore", invalid="ignore"):
@@ -606,12 +622,12 @@ class SquaredDistance(Loss):
     def gradient(self, W) -> np.ndarray:
         return 2.0 * (self._check_W(W) - self.points)
 
-    def prox(self, V, step) -> np.ndarray:
+    def prox(self, V, step, *, warm_start=None) -> np.ndarray:
         V = self._check_W(V, "V")
         tau = _as_step(step, self.n)
         return (V + 2.0 * tau * self.points) / (1.0 + 2.0 * tau)
 
-    def node_conjugates(self, V, *, scale=None) -> np.ndarray:
+    def node_conjugates(self, V, *, scale=None, hint=None) -> np.ndarray:
         V = self._check_W(V, "V")
         return np.einsum("nd,nd->n", V, self.points) + 0.25 * np.einsum("nd,nd->n", V, V)
 

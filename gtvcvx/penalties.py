@@ -18,6 +18,9 @@ method takes that ``scale`` (shape (|E|,)) explicitly:
     ``c_e phi(z_e) + c_e phi^*(u_e / c_e) - <z_e, u_e> >= 0``.
 ``cvxpy_expr(Z, scale)`` / ``cvxpy_conjugate(U, scale)``
     The declarative statements for the CVXPY reference (CVXPY imported lazily).
+
+Each public method validates its input and calls an unchecked kernel of the same name with a
+leading underscore; the fast core calls the kernels directly in its hot loop.
 """
 
 from __future__ import annotations
@@ -51,6 +54,10 @@ def _edge_step(step, n_edges):
     return arr[:, None]
 
 
+def _rowdot(A, B):
+    return np.einsum("ed,ed->e", A, B)
+
+
 class Penalty(ABC):
     """Base class for an edge penalty ``phi``."""
 
@@ -59,48 +66,76 @@ class Penalty(ABC):
     #: True when ``phi`` is a norm (conjugate = indicator of the dual-norm ball).
     is_norm: bool = True
 
-    @abstractmethod
+    # -- checked public vocabulary -------------------------------------------------------
     def edge_values(self, Z, scale) -> np.ndarray:
         """``c_e phi(z_e)`` per edge, shape (|E|,)."""
+        return self._edge_values(*_rows(Z, "Z", scale))
 
     def value(self, Z, scale) -> float:
         return float(self.edge_values(Z, scale).sum())
 
-    @abstractmethod
     def edge_conjugates(self, U, scale) -> np.ndarray:
         """``c_e phi^*(u_e / c_e)`` per edge (``inf`` outside the domain)."""
+        return self._edge_conjugates(*_rows(U, "U", scale))
 
     def conjugate(self, U, scale) -> float:
         return float(self.edge_conjugates(U, scale).sum())
 
-    @abstractmethod
     def prox(self, Z, step, scale) -> np.ndarray:
         """``argmin_x step c_e phi(x) + ||x - z_e||^2 / 2`` per edge."""
+        Z, scale = _rows(Z, "Z", scale)
+        return self._prox(Z.copy(), _edge_step(step, Z.shape[0]), scale)
 
-    @abstractmethod
     def prox_conjugate(self, U, step, scale) -> np.ndarray:
         """``argmin_x step c_e phi^*(x / c_e) + ||x - u_e||^2 / 2`` per edge."""
+        U, scale = _rows(U, "U", scale)
+        return self._prox_conjugate(U.copy(), _edge_step(step, U.shape[0]), scale)
 
     def project_conjugate_domain(self, U, scale) -> np.ndarray:
         """Projection of every ``u_e`` onto the domain of the conjugate."""
         U, scale = _rows(U, "U", scale)
-        return self.prox_conjugate(U, 1.0, scale) if self.is_norm else np.where(scale[:, None] > 0, U, 0.0)
+        if self.is_norm:
+            return self._prox_conjugate(U.copy(), 1.0, scale)
+        return np.where(scale[:, None] > 0, U, 0.0)
 
     def dual_norms(self, U) -> np.ndarray:
         """Row-wise dual norm ``||u_e||_*`` (the capacity usage for norm penalties)."""
-        raise NotImplementedError(f"{type(self).__name__} is not a norm")
+        if not self.is_norm:
+            raise NotImplementedError(f"{type(self).__name__} is not a norm")
+        return self._dual_norms(as_float_array(U, "U", ndim=2))
 
     def edge_fenchel_young(self, Z, U, scale) -> np.ndarray:
+        """``c_e phi(z_e) + c_e phi^*(u_e / c_e) - <z_e, u_e>`` per edge (>= 0)."""
         Z, scale = _rows(Z, "Z", scale)
         U, _ = _rows(U, "U", scale)
-        return self.edge_values(Z, scale) + self.edge_conjugates(U, scale) - np.einsum("ed,ed->e", Z, U)
+        return self._edge_fenchel_young(Z, U, scale)
+
+    # -- unchecked kernels (float64 arrays of matching shapes) ---------------------------
+    @abstractmethod
+    def _edge_values(self, Z, scale) -> np.ndarray: ...
+
+    @abstractmethod
+    def _edge_conjugates(self, U, scale) -> np.ndarray: ...
+
+    @abstractmethod
+    def _prox(self, Z, step, scale) -> np.ndarray:
+        """In place on ``Z``; ``step`` is a float or an (|E|, 1) column."""
+
+    @abstractmethod
+    def _prox_conjugate(self, U, step, scale) -> np.ndarray:
+        """In place on ``U``; ``step`` is a float or an (|E|, 1) column. The fast core's hot path."""
+
+    def _dual_norms(self, U) -> np.ndarray:
+        raise NotImplementedError(f"{type(self).__name__} is not a norm")
+
+    def _edge_fenchel_young(self, Z, U, scale) -> np.ndarray:
+        return self._edge_values(Z, scale) + self._edge_conjugates(U, scale) - _rowdot(Z, U)
 
     def _ball_indicator(self, U, scale) -> np.ndarray:
-        U, scale = _rows(U, "U", scale)
-        usage = self.dual_norms(U)
-        ok = usage <= scale * (1.0 + CAPACITY_RTOL) + np.finfo(float).tiny
+        ok = self._dual_norms(U) <= scale * (1.0 + CAPACITY_RTOL) + np.finfo(float).tiny
         return np.where(ok, 0.0, np.inf)
 
+    # -- CVXPY ----------------------------------------------------------------------------
     @abstractmethod
     def cvxpy_expr(self, Z, scale):
         """CVXPY expression of ``sum_e c_e phi(z_e)``."""
@@ -135,28 +170,27 @@ class Norm2(Penalty):
 
     name = "norm2"
 
-    def dual_norms(self, U) -> np.ndarray:
-        return np.linalg.norm(U, axis=1)
+    def _dual_norms(self, U):
+        return np.sqrt(_rowdot(U, U))
 
-    def edge_values(self, Z, scale):
-        Z, scale = _rows(Z, "Z", scale)
-        return scale * np.linalg.norm(Z, axis=1)
+    def _edge_values(self, Z, scale):
+        return scale * np.sqrt(_rowdot(Z, Z))
 
-    def edge_conjugates(self, U, scale):
+    def _edge_conjugates(self, U, scale):
         return self._ball_indicator(U, scale)
 
-    def prox(self, Z, step, scale):
-        Z, scale = _rows(Z, "Z", scale)
-        thresh = _edge_step(step, Z.shape[0])[:, 0] * scale
-        norms = np.linalg.norm(Z, axis=1)
+    def _prox(self, Z, step, scale):
+        thresh = np.asarray(step).reshape(-1) * scale
+        norms = np.sqrt(_rowdot(Z, Z))
         factor = np.divide(np.maximum(norms - thresh, 0.0), norms, out=np.zeros_like(norms), where=norms > 0)
-        return Z * factor[:, None]
+        Z *= factor[:, None]
+        return Z
 
-    def prox_conjugate(self, U, step, scale):
-        U, scale = _rows(U, "U", scale)
-        norms = np.linalg.norm(U, axis=1)
+    def _prox_conjugate(self, U, step, scale):
+        norms = np.sqrt(_rowdot(U, U))
         factor = np.divide(scale, norms, out=np.ones_like(norms), where=norms > scale)
-        return U * np.minimum(factor, 1.0)[:, None]
+        U *= factor[:, None]
+        return U
 
     def cvxpy_expr(self, Z, scale):
         import cvxpy as cp
@@ -180,24 +214,24 @@ class Norm1(Penalty):
 
     name = "norm1"
 
-    def dual_norms(self, U) -> np.ndarray:
+    def _dual_norms(self, U):
         return np.abs(U).max(axis=1, initial=0.0)
 
-    def edge_values(self, Z, scale):
-        Z, scale = _rows(Z, "Z", scale)
+    def _edge_values(self, Z, scale):
         return scale * np.abs(Z).sum(axis=1)
 
-    def edge_conjugates(self, U, scale):
+    def _edge_conjugates(self, U, scale):
         return self._ball_indicator(U, scale)
 
-    def prox(self, Z, step, scale):
-        Z, scale = _rows(Z, "Z", scale)
-        thresh = (_edge_step(step, Z.shape[0])[:, 0] * scale)[:, None]
-        return np.sign(Z) * np.maximum(np.abs(Z) - thresh, 0.0)
+    def _prox(self, Z, step, scale):
+        thresh = (np.asarray(step).reshape(-1) * scale)[:, None]
+        np.copyto(Z, np.sign(Z) * np.maximum(np.abs(Z) - thresh, 0.0))
+        return Z
 
-    def prox_conjugate(self, U, step, scale):
-        U, scale = _rows(U, "U", scale)
-        return np.clip(U, -scale[:, None], scale[:, None])
+    def _prox_conjugate(self, U, step, scale):
+        bound = scale[:, None]
+        np.clip(U, -bound, bound, out=U)
+        return U
 
     def cvxpy_expr(self, Z, scale):
         import cvxpy as cp
@@ -228,33 +262,27 @@ class SquaredNorm2(Penalty):
     name = "squared_norm2"
     is_norm = False
 
-    def edge_values(self, Z, scale):
-        Z, scale = _rows(Z, "Z", scale)
-        return 0.5 * scale * np.einsum("ed,ed->e", Z, Z)
+    def _edge_values(self, Z, scale):
+        return 0.5 * scale * _rowdot(Z, Z)
 
-    def edge_conjugates(self, U, scale):
-        U, scale = _rows(U, "U", scale)
-        sq = np.einsum("ed,ed->e", U, U)
+    def _edge_conjugates(self, U, scale):
+        sq = _rowdot(U, U)
         with np.errstate(divide="ignore", invalid="ignore"):
-            out = np.where(scale > 0, sq / (2.0 * scale), np.where(sq > 0, np.inf, 0.0))
-        return out
+            return np.where(scale > 0, sq / (2.0 * scale), np.where(sq > 0, np.inf, 0.0))
 
-    def prox(self, Z, step, scale):
-        Z, scale = _rows(Z, "Z", scale)
-        return Z / (1.0 + _edge_step(step, Z.shape[0]) * scale[:, None])
+    def _prox(self, Z, step, scale):
+        Z /= 1.0 + np.asarray(step).reshape(-1, 1) * scale[:, None]
+        return Z
 
-    def prox_conjugate(self, U, step, scale):
-        U, scale = _rows(U, "U", scale)
-        tau = _edge_step(step, U.shape[0])
-        return U * (scale[:, None] / (scale[:, None] + tau))
+    def _prox_conjugate(self, U, step, scale):
+        U *= scale[:, None] / (scale[:, None] + step)
+        return U
 
-    def edge_fenchel_young(self, Z, U, scale):
-        Z, scale = _rows(Z, "Z", scale)
-        U, _ = _rows(U, "U", scale)
+    def _edge_fenchel_young(self, Z, U, scale):
         root = np.sqrt(scale)[:, None]
         inv_root = np.divide(1.0, root, out=np.zeros_like(root), where=root > 0)
         diff = root * Z - U * inv_root
-        out = 0.5 * np.einsum("ed,ed->e", diff, diff)
+        out = 0.5 * _rowdot(diff, diff)
         blocked = (scale == 0) & (np.abs(U).max(axis=1, initial=0.0) > 0)
         return np.where(blocked, np.inf, out)
 
@@ -278,7 +306,7 @@ class SquaredNorm2(Penalty):
 
 _PENALTIES = {cls.name: cls for cls in (Norm2, Norm1, SquaredNorm2)}
 _ALIASES = {"l2": "norm2", "nlasso": "norm2", "l1": "norm1", "squared_l2": "squared_norm2",
-            "mocha": "squared_norm2", "squared_norm2": "squared_norm2"}
+            "mocha": "squared_norm2"}
 
 
 def get_penalty(name: str) -> Penalty:

@@ -116,7 +116,7 @@ class GTVProblem:
         """Magnitude below which a node's net flow is rounding error: ``max deg * max ||U_e||``."""
         if self.n_edges == 0:
             return 0.0
-        return float(self.graph.degree.max() * np.abs(U).max())
+        return float(self.graph.degree.max() * max(U.max(), -U.min()))
 
     def dual_objective(self, U) -> float:
         """Network-flow dual objective ``D(U)``; ``-inf`` when ``U`` is outside the dual domain.

@@ -1,0 +1,135 @@
+"""The fast core against the CVXPY reference, and its certificate."""
+
+import numpy as np
+import pytest
+
+import gtvcvx as g
+from conftest import LOSSES, PENALTIES, make_problem
+from gtvcvx.reference import solve_primal
+
+TIGHT = dict(tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+
+
+def rel(a, b):
+    return abs(a - b) / max(1.0, abs(a), abs(b))
+
+
+@pytest.mark.parametrize("penalty", PENALTIES)
+@pytest.mark.parametrize("loss", LOSSES)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_fast_core_matches_clarabel_and_certificate_is_honest(loss, penalty, seed):
+    problem = make_problem(loss, penalty, seed=seed, sizes=(4, 4), d=3, lam=0.3)
+    ref = solve_primal(problem, "CLARABEL", **TIGHT)
+    fast = g.solve(problem, tol=1e-7)
+    assert fast.status == "optimal" and fast.rel_gap <= 1e-7
+    assert rel(fast.primal, ref.primal) < 1e-6
+    # the dual bound never exceeds a primal value: certified gap >= true suboptimality
+    assert fast.dual <= ref.primal + 1e-10 * (1 + abs(ref.primal))
+    assert fast.gap >= fast.primal - ref.primal - 1e-10 * (1 + abs(ref.primal))
+    # the returned flow is feasible and the reported values are re-computable
+    assert np.isfinite(problem.dual_objective(fast.U))
+    assert rel(problem.dual_objective(fast.U), fast.dual) < 1e-9
+    assert rel(problem.objective(fast.W), fast.primal) < 1e-12
+
+
+@pytest.mark.parametrize("penalty", PENALTIES)
+def test_fast_W_matches_when_unique(penalty):
+    problem = make_problem("squared_distance", penalty, seed=3, sizes=(5, 4), d=2, lam=0.4)
+    ref = solve_primal(problem, "CLARABEL", **TIGHT)
+    fast = g.solve(problem, tol=1e-10)
+    assert np.abs(fast.W - ref.W).max() < 1e-5
+    full_rank = make_problem("squared_error", penalty, seed=4, sizes=(4, 3), d=2, lam=0.2, m=6, rho=1.0)
+    ref = solve_primal(full_rank, "CLARABEL", **TIGHT)
+    fast = g.solve(full_rank, tol=1e-10)
+    assert np.abs(fast.W - ref.W).max() < 1e-5
+
+
+@pytest.mark.parametrize("method", ["halpern", "pdhg"])
+def test_both_methods_converge(method):
+    problem = make_problem("squared_error", "norm2", seed=5, sizes=(5, 5), d=3, lam=0.2)
+    ref = solve_primal(problem, "CLARABEL", **TIGHT)
+    fast = g.solve(problem, tol=1e-8, method=method)
+    assert fast.status == "optimal" and rel(fast.primal, ref.primal) < 1e-7
+
+
+def test_two_points_closed_form():
+    G = g.Graph.from_edges(2, [[0, 1]])
+    pts = np.array([[0.0, 0.0], [4.0, 0.0]])
+    for lam, expected in [(1.0, [[0.5, 0.0], [3.5, 0.0]]), (10.0, [[2.0, 0.0], [2.0, 0.0]])]:
+        result = g.solve(g.GTVProblem(G, g.SquaredDistance(pts), g.Norm2(), lam), tol=1e-12)
+        assert np.allclose(result.W, expected, atol=1e-6)
+        assert np.isclose(np.linalg.norm(result.U), min(lam, 4.0), atol=1e-6)
+
+
+def test_lam_zero_and_no_edges_give_local_solutions():
+    problem = make_problem("squared_error", "norm2", seed=6, sizes=(3, 3), d=2, lam=0.0, m=5, rho=1.0)
+    result = g.solve(problem, tol=1e-13)  # W error ~ sqrt(gap / curvature)
+    for i, (X, y) in enumerate(zip(problem.loss.X, problem.loss.y)):
+        assert np.allclose(result.W[i], np.linalg.lstsq(X, y, rcond=None)[0], atol=1e-5)
+    empty = g.GTVProblem(g.Graph.from_edges(3, []), g.SquaredDistance(np.eye(3)), g.Norm2(), 1.0)
+    result = g.solve(empty)
+    assert result.status == "optimal" and np.allclose(result.W, np.eye(3), atol=1e-6) and result.U.shape == (0, 3)
+
+
+def test_disconnected_graph_and_isolated_node():
+    G = g.Graph.from_edges(6, [[0, 1], [1, 2], [3, 4]])  # node 5 isolated
+    pts = np.array([[0.0], [1.0], [5.0], [10.0], [12.0], [7.0]])
+    problem = g.GTVProblem(G, g.SquaredDistance(pts), g.Norm2(), 100.0)
+    result = g.solve(problem, tol=1e-10)
+    assert np.allclose(result.W[:3], 2.0, atol=1e-6)  # fused component mean
+    assert np.allclose(result.W[3:5], 11.0, atol=1e-6)
+    assert np.isclose(result.W[5, 0], 7.0, atol=1e-6)
+
+
+def test_warm_start_converges_fast():
+    problem = make_problem("squared_error", "norm1", seed=7, sizes=(6, 6), d=3, lam=0.2)
+    cold = g.solve(problem, tol=1e-8)
+    warm = g.solve(problem, tol=1e-8, warm_start=cold)
+    assert warm.status == "optimal" and warm.iterations <= 5 < cold.iterations
+    nearby = g.solve(problem.with_lam(0.21), tol=1e-8, warm_start=cold)
+    fresh = g.solve(problem.with_lam(0.21), tol=1e-8)
+    assert nearby.iterations < fresh.iterations
+
+
+def test_callback_stops_and_limits_are_honoured():
+    problem = make_problem("logistic", "norm2", seed=8, sizes=(5, 5), d=3, lam=0.3)
+    seen = []
+
+    def stop_at_second(info):
+        seen.append(info.iteration)
+        return len(seen) == 2
+
+    result = g.solve(problem, tol=1e-14, callback=stop_at_second)
+    assert result.status == "max_iter" and "callback" in result.message and len(seen) == 2
+    limited = g.solve(problem, tol=1e-14, max_iter=7)
+    assert limited.status == "max_iter" and limited.iterations == 7
+    timed = g.solve(problem, tol=1e-14, time_limit=0.05)
+    assert timed.status == "time_limit"
+    # whatever the status, the certificate is honest
+    ref = solve_primal(problem, "CLARABEL", **TIGHT)
+    for r in (result, limited, timed):
+        assert r.dual <= ref.primal + 1e-10 and r.primal >= ref.primal - 1e-9
+
+
+def test_history_and_result_row():
+    problem = make_problem("squared_error", "norm2", seed=9, sizes=(4, 4), d=2)
+    result = g.solve(problem)
+    h = result.history
+    assert {"iteration", "time", "primal", "dual", "gap", "rel_gap", "restarts", "omega"} <= set(h.columns)
+    assert h.iteration.is_monotonic_increasing and h.rel_gap.iloc[-1] == result.rel_gap
+    row = result.to_row()
+    assert row["solver"] == "fast" and row["status"] == "optimal" and row["rel_gap"] <= 1e-6
+
+
+def test_solve_argument_errors():
+    problem = make_problem("squared_error", "norm2", seed=0, sizes=(2, 2), d=2)
+    with pytest.raises(ValueError, match="tol must be a positive number"):
+        g.solve(problem, tol=0)
+    with pytest.raises(ValueError, match="max_iter must be a positive integer"):
+        g.solve(problem, max_iter=0)
+    with pytest.raises(ValueError, match="method must be one of"):
+        g.solve(problem, method="admm")
+    with pytest.raises(ValueError, match=r"warm_start W must have shape \(4, 2\)"):
+        g.solve(problem, warm_start={"W": np.zeros((3, 2))})
+    with pytest.raises(TypeError, match="GTVProblem"):
+        g.solve("problem.toml")
