@@ -133,3 +133,28 @@ def test_solve_argument_errors():
         g.solve(problem, warm_start={"W": np.zeros((3, 2))})
     with pytest.raises(TypeError, match="GTVProblem"):
         g.solve("problem.toml")
+
+
+def test_step_norm_estimate_matches_the_spectrum():
+    import scipy.sparse as sp
+
+    from gtvcvx.solvers.gtv import _step_norm_estimate
+
+    for graph in (g.graphs.sbm([30, 30], 0.4, 0.05, seed=1).graph, g.graphs.chain(20), g.graphs.star(9)):
+        deg = graph.degree.astype(float)
+        S = sp.diags(1.0 / np.sqrt(deg))
+        true = np.sqrt(np.linalg.eigvalsh((S @ graph.laplacian() @ S).toarray()).max() / 2.0)
+        estimate = _step_norm_estimate(graph)
+        assert min(1.0, true) * 0.99 <= estimate <= 1.0
+    assert np.isclose(_step_norm_estimate(g.graphs.chain(20)), 1.0)  # bipartite: no room
+
+
+def test_too_long_steps_fall_back_safely(monkeypatch):
+    import gtvcvx.solvers.gtv as core
+
+    problem = make_problem("squared_error", "norm2", seed=11, sizes=(6, 6), d=3, lam=0.3, p_in=0.9)
+    ref = solve_primal(problem, "CLARABEL", **TIGHT)
+    monkeypatch.setattr(core, "_step_norm_estimate", lambda graph: 0.2)  # far below the true norm
+    result = g.solve(problem, tol=1e-8)
+    assert result.info["step_fallbacks"] == 1 and result.info["step_norm"] == 1.0
+    assert result.status == "optimal" and rel(result.primal, ref.primal) < 1e-7
