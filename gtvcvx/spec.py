@@ -96,6 +96,9 @@ class ExperimentSpec:
     description: str = ""
     config: dict = field(default_factory=dict)
     kind: str = "experiment"
+    #: Optional file name (relative to the report directory) where ``gtvcvx report`` also
+    #: writes the experiment's Markdown, e.g. ``"paper.md"`` for the paper reproduction.
+    output: str | None = None
 
 
 @dataclass
@@ -503,6 +506,9 @@ def _load_experiment_spec(path: Path, doc: dict) -> ExperimentSpec:
     name = top.str("name", path.stem)
     description = top.str("description", "")
     experiment = top.str("experiment", choices=sorted(registry()))
+    output = top.str("output") if top.has("output") else None
+    if output is not None and (Path(output).is_absolute() or ".." in Path(output).parts or not output.endswith(".md")):
+        raise SpecError(path, "output", f"expected a relative Markdown file name such as 'paper.md', got {output!r}")
     params = top.raw("params", {})
     if not isinstance(params, dict):
         raise SpecError(path, "params", "expected a table")
@@ -512,7 +518,7 @@ def _load_experiment_spec(path: Path, doc: dict) -> ExperimentSpec:
         raise SpecError(path, "check", "expected a table of numeric thresholds")
     top.finish()
     return ExperimentSpec(name=name, path=path, experiment=experiment, params=params, checks=dict(checks),
-                          description=description, config=doc)
+                          description=description, config=doc, output=output)
 
 
 def _load_rkhs_spec(path: Path, doc: dict):
