@@ -1,0 +1,22 @@
+"""Kernel-sparse RKHS classifiers (Peifer, Chamon, Paternain & Ribeiro) with certified duals.
+
+* :class:`Dictionary` - Gaussian kernel atoms (center, width, quadrature weight), sparse kernels;
+* :class:`RKHSProblem` - data + dictionary + ``gamma``, ``eps``, ``C``: objectives, recovery;
+* :func:`solve_dual` - the fast core (semismooth-Newton ALM; restarted PDHG and the paper's
+  projected subgradient ascent as options) with an honest duality-gap certificate;
+* :class:`SparseKernelClassifier` - scikit-learn-style estimator;
+* :func:`federated_fit` - the federated protocol (agents send critical samples only);
+* :func:`run_rkhs_spec`, :func:`plot_decision_boundary` - ``kind = "rkhs"`` specs.
+
+The CVXPY reference statements live in :mod:`gtvcvx.reference.rkhs`.
+"""
+
+from .certificate import Certificate, certify, hard_margin_feasible_point
+from .dictionary import Dictionary, gaussian_kernel
+from .problem import RKHSProblem, encode_labels, phi_conjugate, psi
+from .result import RKHSResult, critical_mask
+from .solver import METHODS, solve_dual
+
+__all__ = ["Dictionary", "gaussian_kernel", "RKHSProblem", "encode_labels", "psi", "phi_conjugate",
+           "RKHSResult", "critical_mask", "Certificate", "certify", "hard_margin_feasible_point",
+           "solve_dual", "METHODS"]

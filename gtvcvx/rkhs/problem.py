@@ -1,0 +1,232 @@
+r"""The kernel-sparse classification problem: data, dictionary, objectives and certificates.
+
+Notation (one place; every solver uses it): samples ``x_n`` with labels ``y_n in {-1, +1}``,
+``n = 1..N``; atoms ``j = 1..M`` with weights ``Delta_j``; ``K_nj = k(x_n, s_j; w_j)``;
+``s = sqrt(2 gamma)``.
+
+* L0 primal: ``min_alpha sum_j Delta_j (alpha_j^2 / 2 + gamma [alpha_j != 0])``
+  s.t. ``y_n f(x_n) >= 1 - eps`` with ``f(x_n) = (K (Delta * alpha))_n``.
+* Convex-envelope primal: the same with the per-coefficient cost replaced by its biconjugate
+  ``psi(a) = s |a| + pos(|a| - s)^2 / 2``.
+* Dual: ``max_{lambda >= 0} (1 - eps)/N sum(lambda) - sum_j Delta_j pos(abar_j^2 / 2 - gamma)``,
+  ``abar = (1/N) K^T (y * lambda)``.
+* Soft margin ``C``: hinge slack ``xi_n >= 0`` on each margin with cost ``(C / N) sum(xi)`` in the
+  primal, and the box ``0 <= lambda <= C`` in the dual.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._validation import as_float_array
+from .dictionary import Dictionary
+
+__all__ = ["RKHSProblem", "encode_labels", "psi", "phi_conjugate"]
+
+
+def encode_labels(y, name: str = "y"):
+    """Map any two classes to ``-1 / +1``.
+
+    Returns
+    -------
+    y_pm : ndarray of float, classes : ndarray
+        ``classes[0]`` (the smaller one in sorted order) maps to ``-1``, ``classes[1]`` to ``+1``.
+    """
+    arr = np.asarray(y)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D array of labels, got shape {arr.shape}")
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        raise ValueError(f"{name} must not contain NaN or infinite labels")
+    if arr.dtype.kind == "O":
+        if any(v is None or (isinstance(v, float) and not np.isfinite(v)) for v in arr):
+            raise ValueError(f"{name} must not contain missing labels (None / NaN)")
+    try:
+        classes, inverse = np.unique(arr, return_inverse=True)
+    except TypeError as exc:
+        raise ValueError(f"{name} holds labels that cannot be compared ({exc})") from None
+    if classes.size != 2:
+        raise ValueError(f"{name} must hold exactly two classes, got {classes.size}"
+                         + (f": {classes.tolist()[:5]}" if classes.size else ""))
+    return np.where(inverse == 1, 1.0, -1.0), classes
+
+
+def psi(a, gamma: float) -> np.ndarray:
+    """Convex envelope of ``a^2/2 + gamma [a != 0]``: ``s |a| + pos(|a| - s)^2 / 2``, ``s = sqrt(2 gamma)``."""
+    s = np.sqrt(2.0 * gamma)
+    a = np.abs(a)
+    return s * a + 0.5 * np.maximum(a - s, 0.0) ** 2
+
+
+def phi_conjugate(b, gamma: float) -> np.ndarray:
+    """Conjugate of ``a^2/2 + gamma [a != 0]`` (and of its envelope): ``pos(b^2/2 - gamma)``."""
+    return np.maximum(0.5 * np.square(b) - gamma, 0.0)
+
+
+def _check_positive(x, name, *, allow_zero=False):
+    if isinstance(x, bool) or not isinstance(x, numbers.Real) or not np.isfinite(x) or x < 0 or (x == 0 and not allow_zero):
+        raise ValueError(f"{name} must be a finite number {'>=' if allow_zero else '>'} 0, got {x!r}")
+    return float(x)
+
+
+class RKHSProblem:
+    r"""A kernel-sparse classification problem on fixed data and a fixed dictionary.
+
+    Parameters
+    ----------
+    X : array_like (N, d)
+        Samples.
+    y : array_like (N,)
+        Labels in ``{-1, +1}`` (use :func:`encode_labels` for other classes).
+    dictionary : Dictionary
+    gamma : float
+        L0 weight ``gamma > 0``.
+    eps : float
+        Margin slack ``eps >= 0``; the margin constraints are ``y_n f(x_n) >= 1 - eps``.
+    C : float or None
+        Soft-margin bound on the multipliers (``None``: hard margin, the paper's problem).
+    K : scipy.sparse matrix (N, M), optional
+        A precomputed kernel matrix (otherwise ``dictionary.kernel_matrix(X)``).
+
+    Notes
+    -----
+    The dual objective in the minimization form used by the fast core is
+    ``F(lambda) = -c^T lambda + h(Phi lambda)`` with ``c = (1 - eps)/N 1``,
+    ``Phi = (1/N) K^T diag(y)`` and ``h(u) = sum_j Delta_j pos(u_j^2/2 - gamma)``, so that
+    ``D(lambda) = -F(lambda)`` and ``abar = Phi lambda``.
+
+    The dual gradient where it exists is ``(1/N) (1 - eps - y * f_lambda(x))`` with
+    ``f_lambda`` the function of the recovered coefficients: ascent raises the multipliers of
+    the violated margins (the paper's dual (sub)gradient method).
+    """
+
+    def __init__(self, X, y, dictionary: Dictionary, gamma: float, eps: float, C: float | None = None, *, K=None):
+        if not isinstance(dictionary, Dictionary):
+            raise TypeError(f"dictionary must be a gtvcvx.rkhs.Dictionary, got {type(dictionary).__name__}")
+        X = as_float_array(X, "X", ndim=2)
+        if X.shape[0] == 0:
+            raise ValueError("X must hold at least one sample")
+        if X.shape[1] != dictionary.dim:
+            raise ValueError(f"X must have {dictionary.dim} columns (the dictionary's dimension), got {X.shape[1]}")
+        y = as_float_array(y, "y", ndim=1, shape=(X.shape[0],))
+        if not np.isin(y, (-1.0, 1.0)).all():
+            raise ValueError("y must hold labels -1 / +1 (map other classes with encode_labels)")
+        self.X = X
+        self.y = y
+        self.dictionary = dictionary
+        self.gamma = _check_positive(gamma, "gamma")
+        self.eps = _check_positive(eps, "eps", allow_zero=True)
+        self.C = None if C is None else _check_positive(C, "C")
+        if K is None:
+            K = dictionary.kernel_matrix(X)
+        else:
+            K = sp.csr_matrix(K, dtype=float)
+            if K.shape != (X.shape[0], dictionary.n_atoms):
+                raise ValueError(f"K must have shape {(X.shape[0], dictionary.n_atoms)}, got {K.shape}")
+        self.K = K
+        self.Delta = np.asarray(dictionary.weights, dtype=float)
+        self.N, self.M = K.shape
+        self.s = float(np.sqrt(2.0 * self.gamma))
+        self.c = np.full(self.N, (1.0 - self.eps) / self.N)
+        # Phi = (1/N) K^T diag(y): (M, N); PhiT = its transpose (N, M)
+        self.PhiT = sp.csr_matrix(sp.diags(self.y / self.N) @ K)
+        self.Phi = sp.csr_matrix(self.PhiT.T)
+
+    # --------------------------------------------------------------------------- dual side
+    @property
+    def upper(self) -> float:
+        """Upper bound of the multipliers (``inf`` for the hard margin)."""
+        return np.inf if self.C is None else self.C
+
+    def abar(self, lam) -> np.ndarray:
+        """``abar = (1/N) K^T (y * lambda)``."""
+        return self.Phi @ lam
+
+    def dual_objective(self, lam, abar=None) -> float:
+        """``D(lambda)``; ``-inf`` when ``lambda`` is outside ``[0, C]``."""
+        lam = np.asarray(lam, dtype=float)
+        if lam.shape != (self.N,) or not np.isfinite(lam).all() or (lam < 0).any() or (lam > self.upper).any():
+            return float("-inf")
+        if abar is None:
+            abar = self.abar(lam)
+        return float(self.c @ lam - self.Delta @ phi_conjugate(abar, self.gamma))
+
+    def recover_alpha(self, lam=None, *, abar=None) -> np.ndarray:
+        """L0 primal recovery: ``alpha_j = abar_j`` if ``abar_j^2 > 2 gamma`` else 0."""
+        if abar is None:
+            abar = self.abar(lam)
+        return np.where(np.square(abar) > 2.0 * self.gamma, abar, 0.0)
+
+    # --------------------------------------------------------------------------- primal side
+    def decision(self, alpha) -> np.ndarray:
+        """``f(x_n) = (K (Delta * alpha))_n`` on the training samples."""
+        return self.K @ (self.Delta * alpha)
+
+    def margin_violation(self, alpha, f=None) -> np.ndarray:
+        """``pos(1 - eps - y_n f(x_n))`` per sample."""
+        if f is None:
+            f = self.decision(alpha)
+        return np.maximum(1.0 - self.eps - self.y * f, 0.0)
+
+    def l0_cost(self, alpha) -> float:
+        """``sum_j Delta_j (alpha_j^2/2 + gamma [alpha_j != 0])``."""
+        alpha = np.asarray(alpha, dtype=float)
+        return float(self.Delta @ (0.5 * alpha**2 + self.gamma * (alpha != 0)))
+
+    def envelope_cost(self, alpha) -> float:
+        """``sum_j Delta_j psi(alpha_j)``."""
+        return float(self.Delta @ psi(alpha, self.gamma))
+
+    def slack_cost(self, violation) -> float:
+        """``(C/N) sum(xi)`` with ``xi`` the margin violation (0 for the hard margin)."""
+        if self.C is None:
+            return 0.0
+        return float(self.C / self.N * np.sum(violation))
+
+    def envelope_objective(self, alpha) -> float:
+        """Envelope primal objective; for the hard margin ``inf`` when a margin is violated."""
+        v = self.margin_violation(alpha)
+        if self.C is None:
+            return self.envelope_cost(alpha) if not (v > 0).any() else float("inf")
+        return self.envelope_cost(alpha) + self.slack_cost(v)
+
+    def l0_objective(self, alpha) -> float:
+        """L0 primal objective; for the hard margin ``inf`` when a margin is violated."""
+        v = self.margin_violation(alpha)
+        if self.C is None:
+            return self.l0_cost(alpha) if not (v > 0).any() else float("inf")
+        return self.l0_cost(alpha) + self.slack_cost(v)
+
+    def make_feasible(self, alpha, f=None):
+        """Scale ``alpha`` so that every hard margin holds, if a positive scale can do it.
+
+        ``f`` is linear in ``alpha``, so ``t alpha`` with ``t = max_n (1 - eps) / (y_n f(x_n))``
+        is feasible whenever every ``y_n f(x_n) > 0`` (and ``t <= 1`` is never applied, i.e.
+        a feasible ``alpha`` is returned unchanged).
+
+        Returns
+        -------
+        ndarray or None
+            ``None`` when no positive scale makes ``alpha`` feasible.
+        """
+        if f is None:
+            f = self.decision(alpha)
+        if self.eps >= 1.0:
+            return np.asarray(alpha, dtype=float)
+        yf = self.y * f
+        target = 1.0 - self.eps
+        if (yf >= target).all():
+            return np.asarray(alpha, dtype=float)
+        if (yf <= 0).any():
+            return None
+        t = float(np.max(target / yf))
+        scaled = alpha * t
+        # guard against rounding: the scaled point must satisfy every margin exactly
+        short = target - self.y * self.decision(scaled)
+        if (short > 0).any():
+            scaled = scaled * (1.0 + 4 * np.finfo(float).eps + float(short.max()) / target)
+            if (target - self.y * self.decision(scaled) > 0).any():
+                return None
+        return scaled

@@ -1,0 +1,578 @@
+r"""Fast core for the kernel-sparse dual: semismooth-Newton augmented Lagrangian (default),
+restarted PDHG (PDLP-style) and the paper's projected (sub)gradient ascent (baseline).
+
+All three solve the *exact* dual
+
+.. math::  \max_{0 \le \lambda \le C} \; \frac{1-\epsilon}{N} \sum_n \lambda_n
+           - \sum_j \Delta_j \,\mathrm{pos}(\bar a_j^2 / 2 - \gamma),
+           \qquad \bar a = \tfrac1N K^T (y \circ \lambda),
+
+(no smoothing), stop on the certified relative duality gap of :func:`~gtvcvx.rkhs.certificate.certify`,
+and return an :class:`~gtvcvx.rkhs.result.RKHSResult` with a convergence history.
+
+Internally the multipliers are scaled, ``lambda' = lambda / N``, so that the dual reads
+``min_{0 <= lambda' <= C/N} -c^T lambda' + h(B lambda')`` with ``c = (1 - eps) 1``,
+``B = K^T diag(y)`` (an ``M x N`` sparse matrix) and ``h(u) = sum_j Delta_j pos(u_j^2/2 - gamma)``.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import numpy as np
+import scipy.linalg as sla
+import scipy.sparse as sp
+
+from ..results import Status
+from .certificate import Certificate, certify, hard_margin_feasible_point
+from .problem import RKHSProblem
+from .result import DEFAULT_CRITICAL_TOL, RKHSResult, critical_mask
+
+__all__ = ["solve_dual", "METHODS", "prox_h", "prox_h_conjugate", "DEFAULT_TOL"]
+
+#: Methods of the fast core.
+METHODS = ("ssnal", "pdhg", "subgradient")
+
+#: Default stopping tolerance on the relative duality gap.
+DEFAULT_TOL = 1e-6
+
+_DEFAULT_MAX_ITER = {"ssnal": 200, "pdhg": 200_000, "subgradient": 200_000}
+
+
+# ---------------------------------------------------------------------------------------
+# proximal operators (pure functions)
+# ---------------------------------------------------------------------------------------
+def prox_h(v, t, s):
+    r"""Prox of ``t_j pos(u_j^2/2 - s^2/2)`` coordinate-wise (``t`` = step times ``Delta``).
+
+    Piecewise: ``u = v`` for ``|v| <= s`` (identity), ``u = s sign(v)`` for
+    ``s < |v| <= s (1 + t)`` (clip), ``u = v / (1 + t)`` beyond (shrink).
+    """
+    a = np.abs(v)
+    return np.where(a <= s, v, np.where(a <= s * (1.0 + t), np.sign(v) * s, v / (1.0 + t)))
+
+
+def prox_h_conjugate(v, sigma, Delta, s):
+    """Prox of ``sigma h^*`` by Moreau's identity: ``v - sigma prox_{h/sigma}(v / sigma)``."""
+    return v - sigma * prox_h(v / sigma, Delta / sigma, s)
+
+
+# ---------------------------------------------------------------------------------------
+# shared machinery
+# ---------------------------------------------------------------------------------------
+class _Scaled:
+    """The dual in scaled multipliers ``lambda' = lambda / N``."""
+
+    def __init__(self, problem: RKHSProblem):
+        p = problem
+        self.p = p
+        self.N, self.M = p.N, p.M
+        self.B = sp.csr_matrix(p.K.T @ sp.diags(p.y))  # M x N
+        self.BT = sp.csr_matrix(self.B.T)  # N x M
+        self.c = np.full(p.N, 1.0 - p.eps)
+        self.ub = np.inf if p.C is None else p.C / p.N
+        self.Delta = p.Delta
+        self.s = p.s
+        self.gamma = p.gamma
+
+    def norm_B(self, iters: int = 30, seed: int = 0) -> float:
+        """Power-iteration estimate of ``||B||_2`` (slightly inflated for safety)."""
+        rng = np.random.default_rng(seed)
+        x = rng.normal(size=self.N)
+        x /= np.linalg.norm(x)
+        val = 0.0
+        for _ in range(iters):
+            y = self.BT @ (self.B @ x)
+            val = np.linalg.norm(y)
+            if val == 0:
+                return 1.0
+            x = y / val
+        return 1.01 * float(np.sqrt(val))
+
+
+class _Tracker:
+    """Keeps the best dual point, the best feasible primal point, the history and stopping state."""
+
+    def __init__(self, problem, scaled, method, tol, max_iter, time_limit, record, verbose, start):
+        self.p = problem
+        self.sc = scaled
+        self.method = method
+        self.tol = tol
+        self.max_iter = max_iter
+        self.time_limit = time_limit
+        self.record = record
+        self.verbose = verbose
+        self.start = start
+        self.rows = []
+        self.best_dual = -np.inf
+        self.best_lam = np.zeros(problem.N)
+        self.best_primal = np.inf
+        self.best_alpha = None
+        self.last: Certificate | None = None
+        self.feasible_alpha = None  # from the hard-margin LP, if run
+        self.lp_checked = False
+        self.lp_result = None
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def out_of_time(self) -> bool:
+        return self.time_limit is not None and self.elapsed() >= self.time_limit
+
+    def check(self, iteration: int, lam_scaled, z=None, **extra) -> float:
+        """Certify (lam, z); update the best bounds; record a history row. Returns rel_gap."""
+        cert = certify(self.p, lam_scaled * self.p.N, z, feasible_alpha=self.feasible_alpha)
+        self.last = cert
+        if cert.dual > self.best_dual:
+            self.best_dual, self.best_lam = cert.dual, cert.lam
+        if cert.alpha_envelope is not None and cert.primal < self.best_primal:
+            self.best_primal, self.best_alpha = cert.primal, cert.alpha_envelope
+        gap, rel = self.gap()
+        if self.record:
+            row = {"iteration": iteration, "time": self.elapsed(), "dual": self.best_dual,
+                   "primal": self.best_primal, "gap": gap, "rel_gap": rel}
+            row.update(extra)
+            row.setdefault("restarts", 0)
+            self.rows.append(row)
+        if self.verbose:
+            print(f"[{self.method}] it={iteration:6d} dual={self.best_dual:.10g} primal={self.best_primal:.10g} "
+                  f"rel_gap={rel:.3e} t={self.elapsed():.2f}s " + " ".join(f"{k}={v}" for k, v in extra.items()))
+        return rel
+
+    def gap(self):
+        from ..results import relative_gap
+
+        if not np.isfinite(self.best_primal):
+            return float("inf"), float("inf")
+        return self.best_primal - self.best_dual, relative_gap(self.best_primal, self.best_dual)
+
+    def maybe_lp_check(self) -> bool:
+        """Hard margin without a feasible primal point: decide feasibility once (LP).
+
+        Returns True when the primal is infeasible (dual unbounded)."""
+        if self.p.C is not None or self.lp_checked or self.best_alpha is not None:
+            return False
+        self.lp_checked = True
+        remaining = None if self.time_limit is None else max(self.time_limit - self.elapsed(), 1.0)
+        feasible, alpha, message = hard_margin_feasible_point(self.p, time_limit=remaining)
+        self.lp_result = (feasible, message)
+        if feasible:
+            self.feasible_alpha = alpha
+            value = self.p.envelope_objective(alpha)
+            if value < self.best_primal:
+                self.best_primal, self.best_alpha = value, alpha
+        return feasible is False
+
+
+def _history_frame(rows):
+    import pandas as pd
+
+    cols = ["iteration", "time", "dual", "primal", "gap", "rel_gap", "restarts"]
+    if not rows:
+        return pd.DataFrame(columns=cols)
+    df = pd.DataFrame(rows)
+    return df[cols + [c for c in df.columns if c not in cols]]
+
+
+def _check_options(method, tol, max_iter, time_limit):
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not np.isfinite(tol) or tol <= 0:
+        raise ValueError(f"tol must be a number > 0, got {tol!r}")
+    if max_iter is None:
+        max_iter = _DEFAULT_MAX_ITER[method]
+    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
+        raise ValueError(f"max_iter must be an integer >= 1, got {max_iter!r}")
+    if time_limit is not None and (isinstance(time_limit, bool) or not isinstance(time_limit, (int, float))
+                                   or not time_limit > 0):
+        raise ValueError(f"time_limit must be a number > 0 (seconds) or None, got {time_limit!r}")
+    return int(max_iter)
+
+
+# ---------------------------------------------------------------------------------------
+# public entry point
+# ---------------------------------------------------------------------------------------
+def solve_dual(problem: RKHSProblem, *, method: str = "ssnal", tol: float = DEFAULT_TOL,
+               max_iter: int | None = None, time_limit: float | None = None, lam0=None, z0=None,
+               record_history: bool = True, verbose: bool = False, critical_tol: float = DEFAULT_CRITICAL_TOL,
+               **options) -> RKHSResult:
+    r"""Solve the kernel-sparse dual with the fast core and certify the answer.
+
+    Parameters
+    ----------
+    problem : RKHSProblem
+    method : {"ssnal", "pdhg", "subgradient"}
+        ``"ssnal"`` (default): semismooth-Newton augmented Lagrangian; ``"pdhg"``: restarted
+        primal-dual hybrid gradient with adaptive restarts and primal weight (PDLP-style);
+        ``"subgradient"``: the paper's projected dual (sub)gradient ascent (a baseline).
+    tol : float
+        Stop when the certified relative gap ``(P - D) / (1 + |P| + |D|) <= tol``.
+    max_iter : int, optional
+        Outer iterations (SSNAL) or iterations (PDHG, subgradient).
+    time_limit : float, optional
+        Seconds.
+    lam0 : array_like (N,), optional
+        Warm start for the multipliers (same scaling as the result's ``lam``).
+    z0 : array_like (M,), optional
+        Warm start for ``Delta * alpha`` (SSNAL and PDHG).
+    record_history : bool
+    verbose : bool
+    critical_tol : float
+        Relative threshold for the critical samples (see :func:`critical_mask`).
+    **options
+        Method parameters: SSNAL ``sigma0`` (10), ``sigma_growth`` (2), ``sigma_max`` (1e6),
+        ``tau_factor`` (0.1), ``inner_tol`` (0.3), ``max_inner`` (50); PDHG ``check_every`` (64),
+        ``restart`` (True); subgradient ``step0`` (``1/L``), ``decay`` (1000), ``check_every`` (64). Also
+        ``lp_check_after`` (5): outer checks without a feasible hard-margin point before the
+        feasibility LP decides whether the dual is unbounded.
+
+    Returns
+    -------
+    RKHSResult
+        Status ``optimal`` (gap reached), ``max_iter``, ``time_limit``, ``unbounded`` (hard
+        margin infeasible, confirmed by an LP) or ``solver_error`` (linear algebra failure).
+
+    Notes
+    -----
+    **SSNAL.** Split the scaled dual as ``min -c^T l + h(u) + I_[0,C'](w)`` s.t. ``B l = u``,
+    ``l = w`` with multipliers ``z`` (which converges to ``Delta * alpha``, the envelope primal)
+    and ``mu``. Each outer step minimizes the proximal augmented Lagrangian in ``l`` alone,
+
+    ``phi(l) = -c^T l + sigma e_h(B l + z/sigma) + (sigma/2) dist^2(l + mu/sigma, [0, C'])
+    + ||l - l_k||^2 / (2 tau)``,
+
+    with ``e_h`` the Moreau envelope of ``h / sigma``; ``phi`` is convex, C^1 and piecewise
+    quadratic, so it is minimized by semismooth Newton: the generalized Hessian is
+    ``sigma B_A^T diag(d_A) B_A + diag(sigma 1[l + mu/sigma outside the box] + 1/tau)``, where
+    only the atoms ``A`` outside the identity zone of the prox enter (``d = 1`` in the clip zone,
+    ``Delta/(sigma + Delta)`` in the shrink zone), solved by a Woodbury identity with an
+    ``|A| x |A|`` Cholesky factor when ``|A| < N``; the step is an exact line search on the
+    piecewise-linear monotone ``phi'`` along the direction. Then ``z <- prox_{sigma h*}(z + sigma B l)``,
+    ``mu <- sigma (l + mu/sigma - P(l + mu/sigma))``, ``sigma <- min(growth sigma, sigma_max)``,
+    ``tau = tau_factor sigma``.
+
+    **PDHG.** ``l+ = P_[0,C'](l - tau (B^T z - c))``, ``z+ = prox_{sigma h*}(z + sigma B (2 l+ - l))``
+    with ``tau = eta / omega``, ``sigma = eta omega``, ``eta < 1/||B||``; restarts to the better of
+    the current and the averaged iterate on the fixed-point residual (sufficient 0.2, necessary
+    0.8, artificial 0.36 of the iterations) and the primal weight ``omega`` updated at restarts by
+    the smoothed ratio of the dual / primal movement, as in PDLP.
+
+    **Subgradient.** ``l+ = P_[0,C'](l + eta_k (c - B^T (Delta * alpha(l))))`` with
+    ``alpha(l)`` the L0 recovery (a supergradient of the concave dual: the margin violations),
+    ``eta_k = step0 / sqrt(1 + k / decay)``, ``step0 = 1 / (||B||^2 max Delta)`` by default.
+
+    Measured on the benchmark instance (``gtvcvx bench rkhs``), SSNAL reaches ``1e-6`` in a few
+    hundred Newton steps while PDHG and the subgradient method stall far above it; hence the
+    default.
+
+    References
+    ----------
+    .. [1] M. Peifer, L. F. O. Chamon, S. Paternain, A. Ribeiro, "Sparse multiresolution
+       representations with adaptive kernels", IEEE Trans. Signal Processing 68, 2020.
+    .. [2] X. Li, D. Sun, K.-C. Toh, "A highly efficient semismooth Newton augmented Lagrangian
+       method for solving Lasso problems", SIAM J. Optim. 28(1), 2018.
+    .. [3] D. Applegate et al., "Practical large-scale linear programming using primal-dual
+       hybrid gradient" (PDLP), NeurIPS 2021.
+    """
+    if not isinstance(problem, RKHSProblem):
+        raise TypeError(f"problem must be a gtvcvx.rkhs.RKHSProblem, got {type(problem).__name__}")
+    max_iter = _check_options(method, tol, max_iter, time_limit)
+    start = time.perf_counter()
+    sc = _Scaled(problem)
+    lam = np.zeros(problem.N)
+    if lam0 is not None:
+        lam0 = np.asarray(lam0, dtype=float)
+        if lam0.shape != (problem.N,) or not np.isfinite(lam0).all():
+            raise ValueError(f"lam0 must be a finite array of shape ({problem.N},)")
+        lam = np.clip(lam0, 0.0, problem.upper) / problem.N
+    z = None
+    if z0 is not None:
+        z = np.asarray(z0, dtype=float)
+        if z.shape != (problem.M,) or not np.isfinite(z).all():
+            raise ValueError(f"z0 must be a finite array of shape ({problem.M},)")
+    elif lam0 is not None:
+        z = problem.Delta * problem.recover_alpha(lam * problem.N)
+    setup_time = time.perf_counter() - start
+    solve_start = time.perf_counter()
+    tracker = _Tracker(problem, sc, method, tol, max_iter, time_limit, record_history, verbose, solve_start)
+    runner = {"ssnal": _ssnal, "pdhg": _pdhg, "subgradient": _subgradient}[method]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            status, iterations, message, info = runner(sc, tracker, lam, z, max_iter, **options)
+    except (np.linalg.LinAlgError, FloatingPointError) as exc:
+        status, iterations, message, info = Status.SOLVER_ERROR, None, f"linear algebra failure: {exc}", {}
+    solve_time = time.perf_counter() - solve_start
+    return _finish(problem, tracker, status, iterations, message, info, method, setup_time, solve_time,
+                   critical_tol)
+
+
+def _finish(problem, tracker, status, iterations, message, info, method, setup_time, solve_time, critical_tol):
+    lam = tracker.best_lam
+    cert = certify(problem, lam, None, feasible_alpha=tracker.feasible_alpha)
+    alpha_env = tracker.best_alpha
+    primal = tracker.best_primal
+    gap, rel = tracker.gap()
+    if status == Status.UNBOUNDED:
+        primal, gap, rel, alpha_env = float("inf"), float("inf"), float("inf"), None
+    if alpha_env is None and status != Status.UNBOUNDED and not message:
+        message = cert.message or "no feasible primal point was found"
+    coef = alpha_env if alpha_env is not None else cert.alpha
+    info = dict(info)
+    info.update(method=method, coef="envelope" if alpha_env is not None else "l0")
+    if tracker.lp_result is not None:
+        info["lp_check"] = tracker.lp_result[1] or ("feasible" if tracker.lp_result[0] else "")
+    return RKHSResult(
+        status=status, solver="fast", lam=lam, alpha=cert.alpha, alpha_envelope=alpha_env,
+        primal=primal, dual=tracker.best_dual, gap=gap, rel_gap=rel, l0_primal=cert.l0_primal,
+        l0_gap=cert.l0_primal - tracker.best_dual, margin_violation=cert.margin_violation,
+        n_kernels=int(np.count_nonzero(coef)), n_critical=int(critical_mask(lam, critical_tol).sum()),
+        iterations=iterations, setup_time=setup_time, solve_time=solve_time,
+        history=_history_frame(tracker.rows) if tracker.record else None, message=message, info=info)
+
+
+def _stop_state(tracker, rel, k, max_iter, lp_check_after, n_checks):
+    """Common stopping logic after a check. Returns (status or None, message)."""
+    if rel <= tracker.tol:
+        return Status.OPTIMAL, ""
+    if tracker.p.C is None and tracker.best_alpha is None and n_checks >= lp_check_after:
+        if tracker.maybe_lp_check():
+            return Status.UNBOUNDED, tracker.lp_result[1]
+        gap, rel = tracker.gap()
+        if rel <= tracker.tol:
+            return Status.OPTIMAL, ""
+    if tracker.out_of_time():
+        return Status.TIME_LIMIT, f"time limit of {tracker.time_limit:g} s reached (rel_gap {rel:.3g})"
+    if k >= max_iter:
+        return Status.MAX_ITER, f"max_iter = {max_iter} reached (rel_gap {rel:.3g})"
+    return None, ""
+
+
+def _final_lp_check(tracker, status, message):
+    """At a limit without a feasible hard-margin point, let the LP say whether the dual is unbounded."""
+    if status in (Status.MAX_ITER, Status.TIME_LIMIT) and tracker.p.C is None and tracker.best_alpha is None:
+        if tracker.maybe_lp_check():
+            return Status.UNBOUNDED, tracker.lp_result[1]
+    return status, message
+
+
+# ---------------------------------------------------------------------------------------
+# SSNAL
+# ---------------------------------------------------------------------------------------
+def _newton_direction(sc, v, x, g, sigma, tau, tdelta):
+    a = np.abs(v)
+    s = sc.s
+    d_atoms = np.where(a <= s, 0.0, np.where(a <= s * (1.0 + tdelta), 1.0, tdelta / (1.0 + tdelta)))
+    A = np.flatnonzero(d_atoms)
+    out = (x < 0.0) | (x > sc.ub)
+    r = sigma * out + 1.0 / tau
+    if A.size == 0:
+        return -g / r, 0
+    U = sc.B[A].toarray()  # |A| x N
+    W = sigma * d_atoms[A]
+    if A.size < sc.N:
+        Ur = U / r
+        S = Ur @ U.T
+        S[np.diag_indices_from(S)] += 1.0 / W
+        rg = g / r
+        try:
+            cf = sla.cho_factor(S, check_finite=False)
+            y = sla.cho_solve(cf, U @ rg, check_finite=False)
+        except np.linalg.LinAlgError:
+            y = np.linalg.lstsq(S, U @ rg, rcond=None)[0]
+        return -(rg - (U.T @ y) / r), A.size
+    H = (U.T * W) @ U
+    H[np.diag_indices_from(H)] += r
+    try:
+        return -sla.cho_solve(sla.cho_factor(H, check_finite=False), g, check_finite=False), A.size
+    except np.linalg.LinAlgError:
+        return -np.linalg.lstsq(H, g, rcond=None)[0], A.size
+
+
+def _line_search(sc, v, x, lam_minus_k, d, Bd, gd, sigma, tau, tdelta):
+    """Exact minimization of phi along d: root of the monotone piecewise-linear phi'(t)."""
+    s, ub = sc.s, sc.ub
+    cd = sc.c @ d
+    dd = d @ d
+    lkd = lam_minus_k @ d
+
+    def dphi(t):
+        vv = v + t * Bd
+        xx = x + t * d
+        a = np.abs(vv)
+        zone_clip = (a > s) & (a <= s * (1.0 + tdelta))
+        zone_shrink = a > s * (1.0 + tdelta)
+        zz = sigma * np.where(zone_clip, vv - np.sign(vv) * s, np.where(zone_shrink, vv * tdelta / (1.0 + tdelta), 0.0))
+        curv = sigma * np.where(zone_clip, 1.0, np.where(zone_shrink, tdelta / (1.0 + tdelta), 0.0))
+        outside = (xx < 0.0) | (xx > ub)
+        mm = sigma * (xx - np.clip(xx, 0.0, ub))
+        val = -cd + Bd @ zz + d @ mm + (lkd + t * dd) / tau
+        slope = (curv * Bd) @ Bd + sigma * (d[outside] @ d[outside]) + dd / tau
+        return val, slope
+
+    lo, hi = 0.0, np.inf
+    t = 1.0
+    for _ in range(40):
+        f, slope = dphi(t)
+        if abs(f) <= 1e-12 * max(abs(gd), 1e-300):
+            break
+        if f < 0:
+            lo = t
+        else:
+            hi = t
+        if np.isfinite(hi) and hi - lo <= 1e-12 * hi:
+            break
+        tn = t - f / slope if slope > 0 else np.inf
+        if not (lo < tn < hi):
+            tn = 0.5 * (lo + hi) if np.isfinite(hi) else 2.0 * max(t, lo)
+        t = tn
+    return t
+
+
+def _ssnal(sc, tracker, lam, z, max_iter, *, sigma0=10.0, sigma_growth=2.0, sigma_max=1e6, tau_factor=0.1,
+           inner_tol=0.3, max_inner=50, lp_check_after=5):
+    N, M = sc.N, sc.M
+    s, ub, Delta = sc.s, sc.ub, sc.Delta
+    if z is None:
+        z = np.zeros(M)
+    mu = sc.c - sc.BT @ z  # stationarity of the Lagrangian in lambda
+    sigma = float(sigma0)
+    newton_total = 0
+    status, message = None, ""
+    k = 0
+    n_checks = 0
+    while True:
+        k += 1
+        tau = tau_factor * sigma
+        lam_k = lam.copy()
+        tdelta = Delta / sigma
+        v = sc.B @ lam + z / sigma
+        x = lam + mu / sigma
+        n_active = 0
+        for it in range(max_inner + 1):
+            P = prox_h(v, tdelta, s)
+            zt = sigma * (v - P)
+            mut = sigma * (x - np.clip(x, 0.0, ub))
+            g = -sc.c + sc.BT @ zt + mut + (lam - lam_k) / tau
+            gn = float(np.linalg.norm(g))
+            pres = float(np.linalg.norm(zt - z) + np.linalg.norm(mut - mu)) / sigma
+            if (it > 0 and gn <= max(1e-12, inner_tol * min(1.0, pres))) or it == max_inner or tracker.out_of_time():
+                break
+            d, n_active = _newton_direction(sc, v, x, g, sigma, tau, tdelta)
+            if not np.isfinite(d).all():
+                raise np.linalg.LinAlgError("non-finite Newton direction")
+            Bd = sc.B @ d
+            gd = float(g @ d)
+            if gd >= 0:  # not a descent direction (numerical trouble): fall back to the gradient
+                d, Bd, gd = -g, sc.B @ (-g), -gn * gn
+            t = _line_search(sc, v, x, lam - lam_k, d, Bd, gd, sigma, tau, tdelta)
+            lam = lam + t * d
+            v = v + t * Bd
+            x = x + t * d
+            newton_total += 1
+        z, mu = zt, mut
+        rel = tracker.check(k, np.clip(lam, 0.0, ub), z, restarts=0, sigma=sigma, newton=newton_total,
+                            active_atoms=n_active)
+        n_checks += 1
+        status, message = _stop_state(tracker, rel, k, max_iter, lp_check_after, n_checks)
+        if status is not None:
+            break
+        sigma = min(sigma * sigma_growth, sigma_max)
+    status, message = _final_lp_check(tracker, status, message)
+    return status, k, message, {"newton_steps": newton_total, "sigma": sigma}
+
+
+# ---------------------------------------------------------------------------------------
+# restarted PDHG
+# ---------------------------------------------------------------------------------------
+def _pdhg(sc, tracker, lam, z, max_iter, *, check_every=64, restart=True, lp_check_after=20, omega0=1.0):
+    ub, Delta, s = sc.ub, sc.Delta, sc.s
+    if z is None:
+        z = np.zeros(sc.M)
+    eta = 0.95 / sc.norm_B()
+    omega = float(omega0)
+
+    def step(lam, z, tau, sigma):
+        lam1 = np.clip(lam - tau * (sc.BT @ z - sc.c), 0.0, ub)
+        z1 = prox_h_conjugate(z + sigma * (sc.B @ (2.0 * lam1 - lam)), sigma, Delta, s)
+        return lam1, z1
+
+    def residual(lam, z, lam1, z1, tau, sigma):
+        dl, dz = lam1 - lam, z1 - z
+        return float(np.sqrt(max(dl @ dl / tau + dz @ dz / sigma - 2.0 * dz @ (sc.B @ dl), 0.0)))
+
+    lam_avg, z_avg, n_avg = lam.copy(), z.copy(), 0
+    lam_last, z_last = lam.copy(), z.copy()
+    r_last = r_prev = None
+    since = 0
+    restarts = 0
+    n_checks = 0
+    k = 0
+    status, message = None, ""
+    while True:
+        tau, sigma = eta / omega, eta * omega
+        lam, z = step(lam, z, tau, sigma)
+        n_avg += 1
+        lam_avg += (lam - lam_avg) / n_avg
+        z_avg += (z - z_avg) / n_avg
+        k += 1
+        since += 1
+        if k % check_every and k < max_iter and not tracker.out_of_time():
+            continue
+        tracker.check(k, lam_avg, z_avg, restarts=restarts, omega=omega)
+        rel = tracker.check(k, lam, z, restarts=restarts, omega=omega)
+        n_checks += 1
+        status, message = _stop_state(tracker, min(rel, tracker.gap()[1]), k, max_iter, lp_check_after, n_checks)
+        if status is not None:
+            break
+        if restart:
+            l2, z2 = step(lam, z, tau, sigma)
+            rc = residual(lam, z, l2, z2, tau, sigma)
+            l3, z3 = step(lam_avg, z_avg, tau, sigma)
+            ra = residual(lam_avg, z_avg, l3, z3, tau, sigma)
+            cand_l, cand_z, r = (lam_avg.copy(), z_avg.copy(), ra) if ra < rc else (lam.copy(), z.copy(), rc)
+            if r_last is None:
+                r_last = r
+            do = (r <= 0.2 * r_last) or (r <= 0.8 * r_last and r_prev is not None and r > r_prev) \
+                or (since >= 0.36 * k)
+            r_prev = r
+            if do:
+                dl = np.linalg.norm(cand_l - lam_last)
+                dz = np.linalg.norm(cand_z - z_last)
+                if dl > 1e-12 and dz > 1e-12:
+                    omega = float(np.exp(0.5 * np.log(dz / dl) + 0.5 * np.log(omega)))
+                lam, z = cand_l, cand_z
+                lam_last, z_last = cand_l.copy(), cand_z.copy()
+                lam_avg, z_avg, n_avg = cand_l.copy(), cand_z.copy(), 0
+                r_last, r_prev, since = r, None, 0
+                restarts += 1
+    status, message = _final_lp_check(tracker, status, message)
+    return status, k, message, {"restarts": restarts, "omega": omega}
+
+
+# ---------------------------------------------------------------------------------------
+# projected (sub)gradient ascent (the paper's method, kept as a baseline)
+# ---------------------------------------------------------------------------------------
+def _subgradient(sc, tracker, lam, z, max_iter, *, step0=None, decay=1000.0, check_every=64, lp_check_after=20):
+    ub, Delta, s = sc.ub, sc.Delta, sc.s
+    if step0 is None:
+        step0 = 1.0 / (sc.norm_B() ** 2 * float(Delta.max()))
+    k = 0
+    n_checks = 0
+    status, message = None, ""
+    while True:
+        u = sc.B @ lam
+        alpha = np.where(np.abs(u) > s, u, 0.0)
+        g = sc.c - sc.BT @ (Delta * alpha)  # ascent direction: margin violations
+        lam = np.clip(lam + step0 / np.sqrt(1.0 + k / decay) * g, 0.0, ub)
+        k += 1
+        if k % check_every and k < max_iter and not tracker.out_of_time():
+            continue
+        rel = tracker.check(k, lam, None, restarts=0)
+        n_checks += 1
+        status, message = _stop_state(tracker, rel, k, max_iter, lp_check_after, n_checks)
+        if status is not None:
+            break
+    status, message = _final_lp_check(tracker, status, message)
+    return status, k, message, {"step0": step0}
