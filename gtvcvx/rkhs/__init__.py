@@ -16,7 +16,13 @@ from .dictionary import Dictionary, gaussian_kernel
 from .problem import RKHSProblem, encode_labels, phi_conjugate, psi
 from .result import RKHSResult, critical_mask
 from .solver import METHODS, solve_dual
+from .classifier import ConvergenceWarning, NotFittedError, SparseKernelClassifier, solve_problem
+from .federated import FederatedResult, federated_fit
+from .spec import RKHSSpec, load_rkhs_spec
+from .run import plot_decision_boundary, run_rkhs_spec
 
-__all__ = ["Dictionary", "gaussian_kernel", "RKHSProblem", "encode_labels", "psi", "phi_conjugate",
+__all__ = ["SparseKernelClassifier", "NotFittedError", "ConvergenceWarning", "solve_problem", "federated_fit",
+           "FederatedResult", "RKHSSpec", "load_rkhs_spec", "run_rkhs_spec", "plot_decision_boundary",
+           "Dictionary", "gaussian_kernel", "RKHSProblem", "encode_labels", "psi", "phi_conjugate",
            "RKHSResult", "critical_mask", "Certificate", "certify", "hard_margin_feasible_point",
            "solve_dual", "METHODS"]
