@@ -100,6 +100,11 @@ class Loss(ABC):
         """``sum_i L_i^*(v_i)`` (``+inf`` if any ``v_i`` is outside the domain)."""
         return float(self.node_conjugates(V, scale=scale, hint=hint).sum())
 
+    def prox_warm(self, V, step, warm_start) -> np.ndarray:
+        """A prox for iterative solvers: may be inexact when computed iteratively, with an error
+        that vanishes as ``warm_start`` approaches the answer (closed forms are exact)."""
+        return self.prox(V, step, warm_start=warm_start)
+
     def prox_conjugate(self, Z, step) -> np.ndarray:
         """``prox_{step L_i^*}(z_i)`` per node via the Moreau identity."""
         Z = self._check_W(Z, "Z")
@@ -441,38 +446,54 @@ class Logistic(_DesignLoss):
             raise ValueError(f"y[{node}][{local}] = {float(self.y_all[k])!r}: logistic labels must be -1 or +1")
 
     @cached_property
-    def _reduced(self) -> np.ndarray:
-        """Per-sample features in the node's row space, ``X_i Q_i``, shape (M, r)."""
-        return np.einsum("kd,kdr->kr", self.X_all, self.Q[self.node_of_sample])
+    def _padded(self):
+        """Samples padded per node: features in the node's row space ``X_i Q_i`` (n, m_max, r),
+        labels (n, m_max) with 0 on padding, a mask, and ``1/m_i`` (0 for nodes without data)."""
+        n, r = self.n, self.rank_width
+        m_max = int(self.counts.max(initial=0))
+        offsets = np.concatenate([[0], np.cumsum(self.counts)])
+        position = np.arange(self.node_of_sample.size) - offsets[self.node_of_sample]
+        reduced = np.einsum("kd,kdr->kr", self.X_all, self.Q[self.node_of_sample])
+        Xp = np.zeros((n, m_max, r))
+        yp = np.zeros((n, m_max))
+        mask = np.zeros((n, m_max), dtype=bool)
+        Xp[self.node_of_sample, position] = reduced
+        yp[self.node_of_sample, position] = self.y_all
+        mask[self.node_of_sample, position] = True
+        inv_m = np.divide(1.0, self.counts, out=np.zeros(n), where=self.counts > 0)
+        return Xp, yp, mask, inv_m
 
-    def _margins(self, C) -> np.ndarray:
-        """``-y_k x_k^T w`` for every sample, given row-space coordinates C (n, r)."""
-        return -self.y_all * np.einsum("kr,kr->k", self._reduced, C[self.node_of_sample])
+    def _rows(self, idx):
+        """The padded sample arrays of the nodes ``idx`` (all nodes, without copying, for None)."""
+        Xp, yp, mask, inv_m = self._padded
+        if idx is None:
+            return Xp, yp, mask, inv_m
+        return Xp[idx], yp[idx], mask[idx], inv_m[idx]
 
-    def _value_coords(self, C) -> np.ndarray:
-        z = self._margins(C)
-        sums = self._segment @ np.logaddexp(0.0, z)
-        return np.divide(sums, self.counts, out=np.zeros(self.n), where=self.counts > 0)
+    @staticmethod
+    def _margins(C, rows) -> np.ndarray:
+        """``-y_k x_k^T w`` for every (padded) sample of the given rows, from coordinates C."""
+        Xp, yp, _, _ = rows
+        return -yp * np.matmul(Xp, C[:, :, None])[:, :, 0]
 
-    def _grad_coords(self, C) -> np.ndarray:
-        z = self._margins(C)
-        weights = -self.y_all * expit(z) * self._inv_counts_per_sample()
-        return self._segment @ (self._reduced * weights[:, None])
+    def _value_coords(self, C, rows=None) -> np.ndarray:
+        rows = self._padded if rows is None else rows
+        _, _, mask, inv_m = rows
+        return np.where(mask, np.logaddexp(0.0, self._margins(C, rows)), 0.0).sum(axis=1) * inv_m
 
-    def _hess_coords(self, C) -> np.ndarray:
-        z = self._margins(C)
-        p = expit(z)
-        weights = p * (1.0 - p) * self._inv_counts_per_sample()
-        r = self.rank_width
-        out = np.zeros((self.n, r * r))
-        M = self._reduced.shape[0]
-        chunk = max(1, 20_000_000 // max(r * r, 1))
-        for start in range(0, M, chunk):  # bounded memory for the per-sample outer products
-            sl = slice(start, start + chunk)
-            Xr = self._reduced[sl]
-            outer = (Xr[:, :, None] * (weights[sl, None, None] * Xr[:, None, :])).reshape(-1, r * r)
-            out += (self._segment if chunk >= M else self._segment[:, sl]) @ outer
-        return out.reshape(self.n, r, r)
+    def _grad_coords(self, C, rows=None) -> np.ndarray:
+        rows = self._padded if rows is None else rows
+        Xp, yp, mask, inv_m = rows
+        weights = np.where(mask, -yp * expit(self._margins(C, rows)), 0.0) * inv_m[:, None]
+        return np.matmul(np.swapaxes(Xp, 1, 2), weights[:, :, None])[:, :, 0]
+
+    def _grad_hess_coords(self, C, rows):
+        Xp, yp, mask, inv_m = rows
+        p = expit(self._margins(C, rows))
+        grad_w = np.where(mask, -yp * p, 0.0) * inv_m[:, None]
+        hess_w = np.where(mask, p * (1.0 - p), 0.0) * inv_m[:, None]
+        Xt = np.swapaxes(Xp, 1, 2)
+        return np.matmul(Xt, grad_w[:, :, None])[:, :, 0], np.matmul(Xt * hess_w[:, None, :], Xp)
 
     def node_values(self, W) -> np.ndarray:
         W = self._check_W(W)
@@ -485,94 +506,115 @@ class Logistic(_DesignLoss):
     def _newton(self, objective, grad_hess, C0, ridge, *, max_iter=60):
         """Batched damped Newton for per-node smooth convex problems in row-space coordinates.
 
-        ``objective(C)`` -> (n,), ``grad_hess(C)`` -> ((n, r), (n, r, r)); ``ridge`` (n,) is
-        added to the Hessian diagonal. Inactive coordinates (beyond a node's rank) stay fixed.
-        Once a node's Newton decrement is below ``1e-10 (1 + |f|)`` it is in the quadratic
-        region: it takes one last full step (error ~ decrement^2, i.e. rounding level) and stops.
-        Farther away, steps are damped by an Armijo backtracking per node.
+        ``objective(C, idx, rows)`` -> (len(idx),) and ``grad_hess(C, idx, rows)`` ->
+        ((k, r), (k, r, r)) evaluate the nodes ``idx`` (C holds their rows, ``rows`` their
+        padded samples, gathered once per Newton step); ``ridge`` (n,) is added to the
+        Hessian diagonal. Inactive coordinates (beyond a node's rank) stay fixed. Only nodes
+        still iterating are evaluated. Once a node's Newton decrement is below
+        ``1e-10 (1 + |f|)`` it is in the quadratic region: it takes one last full step (error
+        ~ decrement^2, i.e. rounding level) and stops; farther away, steps are damped by an
+        Armijo backtracking per node.
         """
         C = C0.copy()
-        inactive = ~self.active
         eye = np.eye(self.rank_width)
-        f = objective(C)
-        todo = np.ones(self.n, dtype=bool)
+        idx = np.arange(self.n)
         for _ in range(max_iter):
-            g, H = grad_hess(C)
+            if idx.size == 0:
+                break
+            Ci = C[idx]
+            rows = self._rows(None if idx.size == self.n else idx)
+            inactive = ~self.active[idx]
+            f = objective(Ci, idx, rows)
+            g, H = grad_hess(Ci, idx, rows)
             g = np.where(inactive, 0.0, g)
-            H = H + (ridge[:, None, None] + 1e-300) * eye + inactive[:, :, None] * eye
+            H = H + (ridge[idx, None, None] + 1e-300) * eye + inactive[:, :, None] * eye
             step = -np.linalg.solve(H, g[:, :, None])[:, :, 0]
             decrement = -np.einsum("nr,nr->n", g, step)
-            final = todo & (decrement <= 1e-10 * (1.0 + np.abs(f)))
-            search = todo & ~final
-            t = np.ones(self.n)
-            if search.any():
-                accepted = ~search
-                for _ in range(40):  # per-node backtracking (Armijo)
-                    f_trial = objective(C + t[:, None] * step)
-                    accepted |= f_trial <= f - 0.25 * t * decrement
-                    if accepted.all():
-                        break
-                    t = np.where(accepted, t, 0.5 * t)
-                search &= accepted
-            move = final | search
-            C = np.where(move[:, None], C + t[:, None] * step, C)
-            todo &= ~final & search
-            if not todo.any():
-                break
-            f = objective(C)
+            final = decrement <= 1e-10 * (1.0 + np.abs(f))
+            t = np.ones(idx.size)
+            accepted = final.copy()
+            for _ in range(40):  # per-node backtracking (Armijo) for the nodes far from optimum
+                if accepted.all():
+                    break
+                f_trial = objective(Ci + t[:, None] * step, idx, rows)
+                accepted |= f_trial <= f - 0.25 * t * decrement
+                t = np.where(accepted, t, 0.5 * t)
+            C[idx] = np.where(accepted[:, None], Ci + t[:, None] * step, Ci)
+            idx = idx[accepted & ~final]  # a stalled line search means rounding level: stop
         return C
 
-    def prox(self, V, step, *, warm_start=None) -> np.ndarray:
+    def prox_warm(self, V, step, warm_start) -> np.ndarray:
+        """Two Newton steps from ``warm_start`` (quadratic convergence makes the error of the
+        next step about the square of how far ``warm_start`` is; inexact but vanishing)."""
+        return self.prox(V, step, warm_start=warm_start, max_newton=2)
+
+    def prox(self, V, step, *, warm_start=None, max_newton: int = 60) -> np.ndarray:
         V = self._check_W(V, "V")
         tau = _as_step(step, self.n)[:, 0]
         q = self._coords(V)
         start = q if warm_start is None else self._coords(self._check_W(warm_start, "warm_start"))
 
-        def objective(C):
-            diff = C - q
-            return self._value_coords(C) + np.einsum("nr,nr->n", diff, diff) / (2.0 * tau)
+        def objective(C, idx, rows):
+            diff = C - q[idx]
+            return self._value_coords(C, rows) + np.einsum("nr,nr->n", diff, diff) / (2.0 * tau[idx])
 
-        def grad_hess(C):
-            return self._grad_coords(C) + (C - q) / tau[:, None], self._hess_coords(C)
+        def grad_hess(C, idx, rows):
+            grad, hess = self._grad_hess_coords(C, rows)
+            return grad + (C - q[idx]) / tau[idx, None], hess
 
-        C = self._newton(objective, grad_hess, start, 1.0 / tau)
+        C = self._newton(objective, grad_hess, start, 1.0 / tau, max_iter=max_newton)
         return V + self._lift(C - q)
 
-    def _feasible_theta(self, V, hint=None):
-        """Newton on ``sup_w v^T w - L(w)`` then a min-norm correction to an exactly feasible theta."""
-        c = self._coords(V)
-        start = np.zeros_like(c) if hint is None else self._coords(self._check_W(hint, "hint"))
-        n = self.n
+    def _entropy_bound(self, c, C) -> np.ndarray:
+        """Upper bound on ``L_i^*`` at row-space coordinates ``c`` from a point ``C``.
 
-        def objective(C):
-            return self._value_coords(C) - np.einsum("nr,nr->n", c, C)
-
-        def grad_hess(C):
-            return self._grad_coords(C) - c, self._hess_coords(C)
-
-        C = self._newton(objective, grad_hess, start, np.full(n, 1e-12), max_iter=100)
-        theta = expit(self._margins(C))
-        # constraint per node: -(1/m) Xr^T (y * theta) = c  (row-space coordinates)
-        m_k = self.counts[self.node_of_sample].astype(float)
-        resid = c + (self._segment @ (self._reduced * (self.y_all * theta / m_k)[:, None]))
+        ``theta = sigmoid(margins at C)`` is the exact maximizer for ``v' = grad L(w)``; a
+        minimum-norm correction (``m y * Xr (resid / s^2)``, as ``Xr^T Xr = diag(s^2)``) makes
+        it satisfy ``-(1/m) X^T (y theta) = v`` exactly. If the corrected theta lies in
+        [0, 1] its negative entropy bounds ``L^*(v)`` from above; otherwise ``+inf``.
+        """
+        Xp, yp, mask, inv_m = self._padded
+        theta = np.where(mask, expit(self._margins(C, self._padded)), 0.0)
+        resid = c + np.matmul(np.swapaxes(Xp, 1, 2), (yp * theta * inv_m[:, None])[:, :, None])[:, :, 0]
         inv_s2 = np.divide(1.0, self.s ** 2, out=np.zeros_like(self.s), where=self.active)
-        coef = -(resid * inv_s2)[self.node_of_sample] * m_k[:, None]
-        theta = theta + self.y_all * np.einsum("kr,kr->k", self._reduced, coef)
-        return theta
+        coef = -(resid * inv_s2) * self.counts[:, None]
+        theta = theta + yp * np.matmul(Xp, coef[:, :, None])[:, :, 0]
+        feasible = ~(mask & ((theta < 0.0) | (theta > 1.0))).any(axis=1)
+        th = np.clip(theta, 0.0, 1.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            negent = np.where(th > 0, th * np.log(th), 0.0) + np.where(th < 1, (1 - th) * np.log1p(-th), 0.0)
+        return np.where(feasible, np.where(mask, negent, 0.0).sum(axis=1) * inv_m, np.inf)
+
+    def _conjugate_newton(self, c, start, max_iter):
+        """Damped Newton on ``sup_w v^T w - L(w)`` (row-space coordinates), from ``start``."""
+
+        def objective(C, idx, rows):
+            return self._value_coords(C, rows) - np.einsum("nr,nr->n", c[idx], C)
+
+        def grad_hess(C, idx, rows):
+            grad, hess = self._grad_hess_coords(C, rows)
+            return grad - c[idx], hess
+
+        return self._newton(objective, grad_hess, start, np.full(self.n, 1e-12), max_iter=max_iter)
 
     def node_conjugates(self, V, *, scale=None, hint=None) -> np.ndarray:
+        """Upper bounds on ``L_i^*(v_i)``, tight to rounding once the inner Newton converges.
+
+        Without ``hint``: Newton from 0 (up to 100 steps). With ``hint`` (the primal point,
+        as in a certificate, where ``v ~ grad L(w)``): the better of the bound at the hint
+        itself and after a few Newton steps from it; both are valid upper bounds.
+        """
         V = self._check_W(V, "V")
         ok = self._domain_ok(V, scale)
         out = np.zeros(self.n)
         if self.y_all.size:
-            theta = self._feasible_theta(V, hint)
-            inside = (theta >= 0.0) & (theta <= 1.0)
-            th = np.clip(theta, 0.0, 1.0)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                negent = np.where(th > 0, th * np.log(th), 0.0) + np.where(th < 1, (1 - th) * np.log1p(-th), 0.0)
-            sums = self._segment @ (negent * self._inv_counts_per_sample())
-            feasible = (self._segment @ (~inside).astype(float)) == 0
-            out = np.where(feasible, sums, np.inf)
+            c = self._coords(V)
+            if hint is None:
+                out = self._entropy_bound(c, self._conjugate_newton(c, np.zeros_like(c), 100))
+            else:
+                start = self._coords(self._check_W(hint, "hint"))
+                out = np.minimum(self._entropy_bound(c, start),
+                                 self._entropy_bound(c, self._conjugate_newton(c, start, 8)))
         return np.where(ok, out, np.inf)
 
     def cvxpy_expr(self, W):

@@ -206,7 +206,7 @@ def _solve(problem, tol, max_iter, time_limit, warm_start, callback, method, eta
 
     for iteration in range(1, max_iter + 1):
         # ---- one PDHG step T(z) = (W+, U+)
-        Wp = loss.prox(W - tau_col * DtU, tau, warm_start=Wp)
+        Wp = loss.prox_warm(W - tau_col * DtU, tau, Wp)
         np.copyto(Up, U)
         D_into(sigma * (2.0 * Wp - W), Up, accumulate=True)  # U + sigma D (2 W+ - W)
         penalty._prox_conjugate(Up, sigma, caps)
