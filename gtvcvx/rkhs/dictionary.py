@@ -138,8 +138,10 @@ class Dictionary:
 
     # ------------------------------------------------------------------ constructors
     @classmethod
-    def grid(cls, bounds, points_per_dim, widths, *, threshold: float = DEFAULT_THRESHOLD) -> "Dictionary":
-        """Centers on a regular grid (cell midpoints) times every width; ``Delta_j`` = cell volume.
+    def grid(cls, bounds, points_per_dim, widths, *, weights=None,
+             threshold: float = DEFAULT_THRESHOLD) -> "Dictionary":
+        """Centers on a regular grid (cell midpoints) times every width; ``Delta_j`` = cell volume
+        unless ``weights`` is given.
 
         Parameters
         ----------
@@ -165,13 +167,16 @@ class Dictionary:
         h = (b[:, 1] - b[:, 0]) / ppd
         axes = [b[i, 0] + (np.arange(ppd[i]) + 0.5) * h[i] for i in range(d)]
         pts = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, d)
-        return cls._multiresolution(pts, widths, float(np.prod(h)), threshold)
+        return cls._multiresolution(pts, widths, float(np.prod(h)) if weights is None else weights, threshold)
 
     @classmethod
-    def sobol(cls, bounds, n: int, widths, *, seed=0, threshold: float = DEFAULT_THRESHOLD) -> "Dictionary":
+    def sobol(cls, bounds, n: int, widths, *, seed=0, weights=None,
+              threshold: float = DEFAULT_THRESHOLD) -> "Dictionary":
         """Centers from a scrambled Sobol sequence in a box (``scipy.stats.qmc``) times every width.
 
-        ``Delta_j`` = box volume / ``n`` (quasi-Monte Carlo quadrature of the box).
+        ``Delta_j`` = box volume / ``n`` (quasi-Monte Carlo quadrature of the box) unless ``weights``
+        is given; in high dimension the box volume is astronomically large or small, so pass
+        ``weights`` (e.g. ``1 / n``, quadrature against a probability measure on the box).
         """
         from scipy.stats import qmc
 
@@ -183,7 +188,7 @@ class Dictionary:
         pts = sampler.random_base2(m)[:n]  # balanced prefix of a power-of-two sequence
         pts = qmc.scale(pts, b[:, 0], b[:, 1])
         volume = float(np.prod(b[:, 1] - b[:, 0]))
-        return cls._multiresolution(pts, widths, volume / n, threshold)
+        return cls._multiresolution(pts, widths, volume / n if weights is None else weights, threshold)
 
     @classmethod
     def from_samples(cls, X, widths, *, weights=None, threshold: float = DEFAULT_THRESHOLD) -> "Dictionary":

@@ -68,8 +68,8 @@ class _Scaled:
         p = problem
         self.p = p
         self.N, self.M = p.N, p.M
-        self.B = sp.csr_matrix(p.K.T @ sp.diags(p.y))  # M x N
-        self.BT = sp.csr_matrix(self.B.T)  # N x M
+        self.B = p.Phi * float(p.N)  # K^T diag(y): M x N, CSR (Phi = (1/N) K^T diag(y))
+        self.BT = p.PhiT * float(p.N)  # N x M, CSR
         self.c = np.full(p.N, 1.0 - p.eps)
         self.ub = np.inf if p.C is None else p.C / p.N
         self.Delta = p.Delta
@@ -360,34 +360,32 @@ def _final_lp_check(tracker, status, message):
 # ---------------------------------------------------------------------------------------
 # SSNAL
 # ---------------------------------------------------------------------------------------
-def _newton_direction(sc, v, x, g, sigma, tau, tdelta):
-    a = np.abs(v)
-    s = sc.s
-    d_atoms = np.where(a <= s, 0.0, np.where(a <= s * (1.0 + tdelta), 1.0, tdelta / (1.0 + tdelta)))
-    A = np.flatnonzero(d_atoms)
+def _newton_direction(sc, U, W, x, g, sigma, tau):
+    """Solve ``(U^T diag(W) U + diag(r)) d = -g`` with ``r = sigma 1[x outside box] + 1/tau``.
+
+    ``U`` holds the rows of ``B`` of the atoms outside the identity zone (dense, |A| x N) and
+    ``W = sigma d_A`` their generalized-Hessian weights.
+    """
     out = (x < 0.0) | (x > sc.ub)
     r = sigma * out + 1.0 / tau
-    if A.size == 0:
-        return -g / r, 0
-    U = sc.B[A].toarray()  # |A| x N
-    W = sigma * d_atoms[A]
-    if A.size < sc.N:
+    if U.shape[0] == 0:
+        return -g / r
+    if U.shape[0] < sc.N:  # Woodbury: an |A| x |A| system
         Ur = U / r
         S = Ur @ U.T
         S[np.diag_indices_from(S)] += 1.0 / W
         rg = g / r
         try:
-            cf = sla.cho_factor(S, check_finite=False)
-            y = sla.cho_solve(cf, U @ rg, check_finite=False)
+            y = sla.cho_solve(sla.cho_factor(S, check_finite=False), U @ rg, check_finite=False)
         except np.linalg.LinAlgError:
             y = np.linalg.lstsq(S, U @ rg, rcond=None)[0]
-        return -(rg - (U.T @ y) / r), A.size
+        return -(rg - (U.T @ y) / r)
     H = (U.T * W) @ U
     H[np.diag_indices_from(H)] += r
     try:
-        return -sla.cho_solve(sla.cho_factor(H, check_finite=False), g, check_finite=False), A.size
+        return -sla.cho_solve(sla.cho_factor(H, check_finite=False), g, check_finite=False)
     except np.linalg.LinAlgError:
-        return -np.linalg.lstsq(H, g, rcond=None)[0], A.size
+        return -np.linalg.lstsq(H, g, rcond=None)[0]
 
 
 def _line_search(sc, v, x, lam_minus_k, d, Bd, gd, sigma, tau, tdelta):
@@ -452,14 +450,20 @@ def _ssnal(sc, tracker, lam, z, max_iter, *, sigma0=10.0, sigma_growth=2.0, sigm
         n_active = 0
         for it in range(max_inner + 1):
             P = prox_h(v, tdelta, s)
-            zt = sigma * (v - P)
+            zt = sigma * (v - P)  # zero on the identity zone |v| <= s
             mut = sigma * (x - np.clip(x, 0.0, ub))
-            g = -sc.c + sc.BT @ zt + mut + (lam - lam_k) / tau
+            a = np.abs(v)
+            A = np.flatnonzero(a > s)  # atoms in the clip or shrink zone: the only ones with zt != 0
+            n_active = A.size
+            U = sc.B[A].toarray()  # |A| x N, dense; B^T zt = U^T zt_A (no full product)
+            g = -sc.c + U.T @ zt[A] + mut + (lam - lam_k) / tau
             gn = float(np.linalg.norm(g))
             pres = float(np.linalg.norm(zt - z) + np.linalg.norm(mut - mu)) / sigma
             if (it > 0 and gn <= max(1e-12, inner_tol * min(1.0, pres))) or it == max_inner or tracker.out_of_time():
                 break
-            d, n_active = _newton_direction(sc, v, x, g, sigma, tau, tdelta)
+            tA = tdelta[A]
+            W = sigma * np.where(a[A] <= s * (1.0 + tA), 1.0, tA / (1.0 + tA))
+            d = _newton_direction(sc, U, W, x, g, sigma, tau)
             if not np.isfinite(d).all():
                 raise np.linalg.LinAlgError("non-finite Newton direction")
             Bd = sc.B @ d
