@@ -33,6 +33,9 @@ class FeasibleFlow:
         ``range(X_i^T)`` at nodes with ``m_i < d``).
     capacity_scale : float
         The global factor ``alpha <= 1`` applied to fit every edge into its capacity ball.
+    scale : float
+        Flow scale of the input iterate (``max deg * max |U|``): net flows below
+        ``DOMAIN_RTOL * scale`` are rounding error of the projection.
     projection_iterations : int
         Conjugate-gradient iterations of the minimum-norm projection (0 when the losses have
         full domains).
@@ -41,6 +44,7 @@ class FeasibleFlow:
     """
 
     U: np.ndarray
+    scale: float = 0.0
     conservation_residual: float = 0.0
     capacity_scale: float = 1.0
     projection_iterations: int = 0
@@ -174,14 +178,14 @@ class FlowProjector:
 
         problem = self.problem
         U = np.asarray(U, dtype=float)
-        out = FeasibleFlow(U=U.copy())
+        out = FeasibleFlow(U=U.copy(), scale=problem.flow_scale(U))
         if problem.n_edges == 0:
             return out
         A = self.operator
         if A is not None:
             B = A.apply(U)
             norm_b = float(np.linalg.norm(B))
-            flow_scale = problem.flow_scale(U)
+            flow_scale = out.scale
             out.conservation_residual = norm_b / max(flow_scale, np.finfo(float).tiny)
             if norm_b > 0:
                 target = 0.1 * DOMAIN_RTOL * flow_scale * float(A.row_scale.min())
@@ -231,7 +235,10 @@ def certify_pair(problem: GTVProblem, W, U, *, projector: FlowProjector | None =
     V = -(D.T @ Uf)
     Z = D @ W
     caps = problem.capacities
-    node_gaps = problem.loss.node_fenchel_young(W, V, scale=problem.flow_scale(Uf))
+    # rounding in the projection is relative to the input flow, which may be far larger
+    # than the feasible flow (e.g. when flow conservation forces U = 0)
+    scale = max(flow.scale, problem.flow_scale(Uf))
+    node_gaps = problem.loss.node_fenchel_young(W, V, scale=scale)
     edge_gaps = problem.penalty._edge_fenchel_young(Z, Uf, caps)
     primal = float(problem.loss.node_values(W).sum() + problem.penalty._edge_values(Z, caps).sum())
     gap = float(node_gaps.sum() + edge_gaps.sum())

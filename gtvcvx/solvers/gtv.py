@@ -259,7 +259,7 @@ def _solve(problem, tol, max_iter, time_limit, warm_start, callback, method, eta
                             "capacity_scale": cert.residuals["capacity_scale"],
                             "projection_iterations": cert.residuals["projection_iterations"],
                             "certificate_time": this_cert})
-            if best is None or cert.rel_gap < best[0]:
+            if best is None or cert.rel_gap <= best[0]:  # ties (e.g. no finite bound yet): the latest
                 best = (cert.rel_gap, Wp.copy(), cert)
             if cert.rel_gap <= tol:
                 status, message = Status.OPTIMAL, ""
@@ -319,6 +319,9 @@ def _solve(problem, tol, max_iter, time_limit, warm_start, callback, method, eta
     residuals["stationarity"] = _stationarity(problem, W_best, cert.U)
     if cert.message and status != Status.OPTIMAL:
         message = f"{message}; {cert.message}" if message else cert.message
+    note = _uniqueness_note(problem)
+    if note:
+        message = f"{message}; {note}" if message else note
     return GTVResult(status=status, solver="fast", W=W_best, U=cert.U, primal=cert.primal, dual=cert.dual,
                      gap=cert.gap, rel_gap=cert.rel_gap, value=cert.primal, iterations=iteration,
                      setup_time=setup_time, solve_time=solve_time, residuals=residuals,
@@ -358,6 +361,22 @@ def _step_norm_estimate(graph, iterations: int = 60, margin: float = 1.05) -> fl
         theta = float(x @ y)
         x = y
     return float(min(1.0, math.sqrt(max(theta, 0.0) / 2.0) * margin))
+
+
+def _uniqueness_note(problem: GTVProblem) -> str:
+    """Say when part of W is not determined: connected components where no node holds data
+    (the loss is 0 there, so any common value of the component's w_i is optimal)."""
+    has_data = problem.loss.has_data
+    if has_data.all():
+        return ""
+    labels = problem.graph.components()
+    with_data = np.zeros(problem.graph.n_components, dtype=bool)
+    with_data[labels[has_data]] = True
+    blind = int((~with_data).sum())
+    if blind == 0:
+        return ""
+    return (f"W is not unique on {blind} connected component(s) without any data: any common value of "
+            f"their local models is optimal (returned the value reached from the start point)")
 
 
 def _stationarity(problem: GTVProblem, W, U) -> float:

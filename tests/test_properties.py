@@ -1,0 +1,101 @@
+"""Property-based tests (hypothesis) of the fast core and its certificate.
+
+Profiles: the default ("ci") keeps the suite fast; ``HYPOTHESIS_PROFILE=nightly`` runs many more
+examples.
+"""
+
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import gtvcvx as g
+from conftest import make_penalty
+from gtvcvx import data
+from gtvcvx.reference import solve_primal
+
+settings.register_profile("ci", max_examples=15, deadline=None, derandomize=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("nightly", max_examples=300, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+TIGHT = dict(tol_gap_abs=1e-11, tol_gap_rel=1e-11, tol_feas=1e-11)
+
+
+def build_loss(kind, n, d, seed):
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 2, size=n)
+    if kind == "squared_distance":
+        return g.SquaredDistance(rng.normal(scale=2.0, size=(n, d)))
+    m = rng.integers(0, d + 3, size=n)  # nodes without data and m_i < d included
+    if kind == "squared_error":
+        ds = data.linear_model(labels, d, m, sigma=0.3, seed=seed)
+        return g.SquaredError(ds.X, ds.y, d=d)
+    ds = data.logistic_model(labels, d, m + 5, sigma=3.0, seed=seed)  # noisy: not separable
+    return g.Logistic(ds.X, ds.y, d=d)
+
+
+@st.composite
+def problems(draw, losses=("squared_error", "logistic", "squared_distance")):
+    n = draw(st.integers(2, 7))
+    pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
+    chosen = draw(st.lists(st.sampled_from(pairs), unique=True, max_size=len(pairs))) if pairs else []
+    weights = draw(st.lists(st.floats(0.1, 10.0), min_size=len(chosen), max_size=len(chosen)))
+    graph = g.Graph.from_edges(n, np.array(chosen, dtype=int).reshape(-1, 2), np.array(weights))
+    loss = build_loss(draw(st.sampled_from(losses)), n, draw(st.integers(1, 3)), draw(st.integers(0, 10**6)))
+    penalty = make_penalty(draw(st.sampled_from(("norm2", "norm1", "squared_norm2"))))
+    lam = draw(st.sampled_from([0.0, 0.01, 0.3, 2.0]))
+    return g.GTVProblem(graph, loss, penalty, lam)
+
+
+@given(problems())
+def test_certificate_never_lies(problem):
+    fast = g.solve(problem, tol=1e-7, max_iter=20_000)
+    ref = solve_primal(problem, "CLARABEL", **TIGHT)
+    if ref.status != "optimal":
+        pytest.skip(f"reference status {ref.status}")
+    slack = 1e-9 * (1 + abs(ref.primal))
+    assert fast.dual <= ref.primal + slack  # certified gap >= true suboptimality
+    assert fast.primal >= ref.primal - slack
+    if fast.status == "optimal":
+        assert fast.rel_gap <= 1e-7
+        assert fast.primal - ref.primal <= 1e-6 * (1 + abs(ref.primal))
+
+
+@given(problems(losses=("squared_error", "squared_distance")), st.integers(0, 10**6))
+def test_node_relabelling_invariance(problem, seed):
+    perm = np.random.default_rng(seed).permutation(problem.n)
+    inverse = np.argsort(perm)
+    permuted = g.GTVProblem(problem.graph.permute(perm), problem.loss.subset(inverse), problem.penalty, problem.lam)
+    a = g.solve(problem, tol=1e-9)
+    b = g.solve(permuted, tol=1e-9)
+    assert abs(a.primal - b.primal) <= 2e-8 * (1 + abs(a.primal))
+    # the objective is invariant: evaluating one solution in the other labelling gives the same value
+    assert np.isclose(permuted.objective(a.W[inverse]), a.primal, rtol=1e-12, atol=1e-12)
+
+
+@given(problems(losses=("squared_error", "squared_distance")), st.sampled_from([1e-3, 0.5, 7.0]))
+def test_scaling_weights_and_lam_inversely(problem, factor):
+    if problem.n_edges == 0:
+        return
+    scaled = g.GTVProblem(problem.graph.with_weights(problem.graph.weights * factor), problem.loss,
+                          problem.penalty, problem.lam / factor)
+    W = np.random.default_rng(0).normal(size=(problem.n, problem.d))
+    assert np.isclose(scaled.objective(W), problem.objective(W), rtol=1e-12, atol=1e-14)
+    a, b = g.solve(problem, tol=1e-9), g.solve(scaled, tol=1e-9)
+    assert abs(a.primal - b.primal) <= 2e-8 * (1 + abs(a.primal))
+
+
+@given(problems(losses=("squared_error", "squared_distance")))
+def test_duplicate_component_doubles_the_optimum(problem):
+    n = problem.n
+    edges = np.vstack([problem.graph.edges, problem.graph.edges + n])
+    weights = np.concatenate([problem.graph.weights] * 2)
+    graph = g.Graph.from_edges(2 * n, edges, weights)
+    loss = problem.loss.subset(np.concatenate([np.arange(n), np.arange(n)]))
+    double = g.GTVProblem(graph, loss, problem.penalty, problem.lam)
+    a, b = g.solve(problem, tol=1e-9), g.solve(double, tol=1e-9)
+    assert abs(b.primal - 2 * a.primal) <= 4e-8 * (1 + abs(b.primal))

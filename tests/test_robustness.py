@@ -1,0 +1,104 @@
+"""Degenerate problems and numerical hygiene of the fast core and the problem model."""
+
+import numpy as np
+import pytest
+
+import gtvcvx as g
+from gtvcvx.reference import solve_primal
+
+TIGHT = dict(tol_gap_abs=1e-11, tol_gap_rel=1e-11, tol_feas=1e-11)
+
+
+def rel(a, b):
+    return abs(a - b) / max(1.0, abs(a), abs(b))
+
+
+def test_conservation_forcing_zero_flow_is_certified():
+    """Chain with data only at one end: conservation forces U = 0 on every edge.
+
+    The projected flow is then ~0 while the iterate was not; the domain test must judge
+    rounding relative to the iterate (regression: the certificate used to stay -inf)."""
+    rng = np.random.default_rng(0)
+    X = [np.zeros((0, 2))] * 4 + [rng.random((3, 2))]
+    y = [np.zeros(0)] * 4 + [rng.random(3)]
+    problem = g.GTVProblem(g.graphs.chain(5), g.SquaredError(X, y), g.Norm1(), 0.5)
+    result = g.solve(problem)
+    assert result.status == "optimal" and np.isfinite(result.dual)
+    assert np.abs(result.U).max() < 1e-15
+    w_ls = np.linalg.lstsq(X[4], y[4], rcond=None)[0]
+    assert np.allclose(result.W, w_ls, atol=1e-3)
+
+
+def test_without_any_certificate_the_latest_iterate_is_returned(monkeypatch):
+    import dataclasses
+
+    import gtvcvx.solvers.gtv as core
+
+    real = core.certify_pair
+
+    def no_bound(problem, W, U, **kwargs):  # as if the flows never became dual feasible
+        cert = real(problem, W, U, **kwargs)
+        return dataclasses.replace(cert, dual=-np.inf, gap=np.inf, rel_gap=np.inf)
+
+    monkeypatch.setattr(core, "certify_pair", no_bound)
+    problem = g.GTVProblem(g.graphs.chain(6), g.SquaredDistance(np.arange(6.0)[:, None] ** 2), g.Norm2(), 3.0)
+    result = g.solve(problem, max_iter=200, check_every=50)
+    assert result.status == "max_iter" and result.history.iteration.iloc[-1] == 200
+    assert result.primal == result.history.primal.iloc[-1] < result.history.primal.iloc[0]
+
+
+def test_no_data_anywhere_is_optimal_with_a_note():
+    loss = g.SquaredError([np.zeros((0, 2))] * 5, [np.zeros(0)] * 5, d=2)
+    result = g.solve(g.GTVProblem(g.graphs.chain(5), loss, g.Norm2(), 1.0))
+    assert result.status == "optimal" and result.primal == 0.0
+    assert "not unique" in result.message
+
+
+def test_component_without_data_is_reported_not_unique():
+    G = g.Graph.from_edges(4, [[0, 1], [2, 3]])
+    loss = g.SquaredError([np.ones((2, 1)), np.ones((1, 1)), np.zeros((0, 1)), np.zeros((0, 1))],
+                          [np.ones(2), np.ones(1), np.zeros(0), np.zeros(0)])
+    result = g.solve(g.GTVProblem(G, loss, g.Norm2(), 1.0))
+    assert result.status == "optimal" and "not unique" in result.message and "1 connected component" in result.message
+
+
+@pytest.mark.parametrize("lam", [1e-12, 1e-6, 1.0, 1e6, 1e10])
+def test_extreme_lam(lam):
+    pts = np.random.default_rng(1).random((6, 1))  # d = 1
+    problem = g.GTVProblem(g.graphs.complete(6), g.SquaredDistance(pts), g.Norm2(), lam)
+    result = g.solve(problem, tol=1e-8)
+    ref = solve_primal(problem, "CLARABEL", **TIGHT)
+    assert result.status == "optimal"
+    assert result.dual <= ref.primal + 1e-9 * (1 + abs(ref.primal))
+    assert abs(result.primal - ref.primal) <= 1e-7 * (1 + abs(ref.primal))
+
+
+def test_extreme_weights():
+    G = g.Graph.from_edges(4, [[0, 1], [1, 2], [2, 3]], [1e-9, 1.0, 1e9])
+    problem = g.GTVProblem(G, g.SquaredDistance(np.arange(8.0).reshape(4, 2)), g.Norm2(), 1.0)
+    result = g.solve(problem, tol=1e-9)
+    ref = solve_primal(problem, "CLARABEL", **TIGHT)
+    assert result.status == "optimal" and rel(result.primal, ref.primal) < 1e-7
+
+
+def test_float32_and_integer_inputs_are_promoted():
+    pts = np.arange(12, dtype=np.float32).reshape(6, 2)
+    loss = g.SquaredDistance(pts)
+    assert loss.points.dtype == np.float64
+    G = g.Graph.from_edges(6, np.array([[0, 1], [2, 3]], dtype=np.int32), np.array([1, 2], dtype=np.int16))
+    result = g.solve(g.GTVProblem(G, loss, g.Norm2(), np.float32(0.5)))
+    assert result.W.dtype == np.float64 and result.status == "optimal"
+
+
+def test_nan_inputs_are_rejected_with_names():
+    with pytest.raises(ValueError, match=r"points must be finite"):
+        g.SquaredDistance(np.array([[0.0, np.nan]]))
+    problem = g.GTVProblem(g.graphs.chain(3), g.SquaredDistance(np.zeros((3, 2))), g.Norm2(), 1.0)
+    with pytest.raises(ValueError, match=r"W must be finite"):
+        problem.objective(np.full((3, 2), np.inf))
+    with pytest.raises(ValueError, match=r"lam must be a finite number >= 0"):
+        g.GTVProblem(g.graphs.chain(3), g.SquaredDistance(np.zeros((3, 2))), g.Norm2(), float("nan"))
+    with pytest.raises(ValueError, match=r"lam must be a finite number >= 0"):
+        g.GTVProblem(g.graphs.chain(3), g.SquaredDistance(np.zeros((3, 2))), g.Norm2(), -1.0)
+    with pytest.raises(ValueError, match=r"the loss covers 2 nodes but the graph has 3 nodes"):
+        g.GTVProblem(g.graphs.chain(3), g.SquaredDistance(np.zeros((2, 2))), g.Norm2(), 1.0)
