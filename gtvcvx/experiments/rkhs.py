@@ -83,9 +83,9 @@ def _markdown_table(df, floatfmt=".4g") -> str:
     return format_table(df.to_dict("records"), list(df.columns), floatfmt=floatfmt)
 
 
-def _savefig(fig, path: Path) -> Path:
+def _savefig(fig, path: Path, dpi: int = 100) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+    fig.savefig(path, dpi=dpi, bbox_inches="tight")
     return path
 
 
@@ -207,7 +207,7 @@ def federated_ellipses(params: dict, out_dir: Path, *, quick: bool = False) -> E
         f"At N = {int(runs['n'].max())}: federated accuracy {measured['accuracy_federated']:.3f}, centralized "
         f"{measured['accuracy_centralized']:.3f}; the agents sent {100 * measured['communication']:.1f} % of "
         f"their samples. Largest certified relative gap over all {len(runs) * (n_agents + 2)} solves: "
-        f"{measured['max_rel_gap']:.2g}. Wall time {elapsed:.0f} s.",
+        f"{measured['max_rel_gap']:.3g}. Wall time {elapsed:.0f} s.",
     ]
     if len(figures) > 1:
         md += ["", f"![decision boundaries]({figures[1].name})"]
@@ -240,7 +240,7 @@ def _boundary_figure(last, D, p, out_dir: Path) -> Path:
         plot_decision_boundary(spec, model.result_, ax, resolution=150,
                                title=f"{name}: {X.shape[0]} of {n} samples, "
                                      f"acc {model.score(test.X, test.y):.3f}")
-    return _savefig(fig, out_dir / "federated_ellipses_boundaries.png")
+    return _savefig(fig, out_dir / "federated_ellipses_boundaries.png", dpi=75)
 
 
 # ---------------------------------------------------------------------------------------
@@ -319,7 +319,7 @@ def breast_cancer_experiment(params: dict, out_dir: Path, *, quick: bool = False
         "",
         _markdown_table(table),
         "",
-        f"Largest certified relative gap: {measured['max_rel_gap']:.2g}. Wall time {elapsed:.0f} s.",
+        f"Largest certified relative gap: {measured['max_rel_gap']:.3g}. Wall time {elapsed:.0f} s.",
     ]
     return ExperimentOutput(title="Breast cancer: federated vs centralized vs RBF SVM", markdown="\n".join(md),
                             tables={"breast_cancer_runs": runs, "breast_cancer": table}, figures=[],

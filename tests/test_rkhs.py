@@ -1,0 +1,287 @@
+"""Kernel-sparse RKHS classifier: dictionary, prox, fast core vs CVXPY, certificates, errors.
+
+Every CVXPY instance here is tiny (at most 40 samples x 72 atoms). Tolerances are stated
+next to each assertion.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gtvcvx.reference import installed_backends
+from gtvcvx.reference.rkhs import solve_rkhs_dual, solve_rkhs_primal
+from gtvcvx.results import Status
+from gtvcvx.rkhs import (Dictionary, NotFittedError, RKHSProblem, SparseKernelClassifier, certify, gaussian_kernel,
+                         psi, solve_dual)
+from gtvcvx.rkhs.data import ELLIPSE_BOX, ellipses
+from gtvcvx.rkhs.solver import prox_h, prox_h_conjugate
+
+BACKENDS = [b for b in ("CLARABEL", "SCS") if b in installed_backends()]
+needs_clarabel = pytest.mark.skipif("CLARABEL" not in BACKENDS, reason="CLARABEL is not installed")
+
+
+def tiny_problem(C=None, n=40, seed=3, ppd=6, widths=(2.0, 4.0), gamma=0.5, eps=0.1):
+    data = ellipses(n, seed=seed)
+    D = Dictionary.grid(ELLIPSE_BOX, ppd, widths, threshold=1e-6)
+    return RKHSProblem(data.X, data.y, D, gamma, eps, C)
+
+
+@pytest.fixture(scope="module")
+def references():
+    """CLARABEL dual optimum of the two tiny instances (hard margin and soft margin)."""
+    if "CLARABEL" not in BACKENDS:
+        pytest.skip("CLARABEL is not installed")
+    out = {}
+    for C in (None, 20.0):
+        p = tiny_problem(C)
+        out[C] = (p, solve_rkhs_dual(p, "CLARABEL"))
+    return out
+
+
+# --------------------------------------------------------------------------- dictionary
+def test_grid_dictionary_atoms_weights_and_sparse_kernel():
+    D = Dictionary.grid([(0.0, 4.0), (0.0, 2.0)], [4, 2], [0.5, 1.0], threshold=1e-3)
+    assert D.n_atoms == 4 * 2 * 2 and D.dim == 2
+    np.testing.assert_allclose(D.weights, 1.0)  # cell area (4/4) * (2/2)
+    np.testing.assert_allclose(np.unique(D.centers[:, 0]), [0.5, 1.5, 2.5, 3.5])  # cell midpoints
+    X = np.random.default_rng(0).uniform(0, 4, size=(30, 2))
+    K = D.kernel_matrix(X)
+    dense = gaussian_kernel(X, D.centers, D.widths)
+    kept = dense >= 1e-3
+    np.testing.assert_allclose(K.toarray()[kept], dense[kept], rtol=1e-12)
+    assert (K.toarray()[~kept] == 0).all() and K.nnz == kept.sum()
+    alpha = np.zeros(D.n_atoms)
+    alpha[[1, 7]] = [2.0, -1.0]
+    np.testing.assert_allclose(D.evaluate(X, alpha), K @ (D.weights * alpha), rtol=1e-12)
+
+
+def test_sobol_and_sample_dictionaries():
+    S = Dictionary.sobol([(-1, 1)] * 3, 100, [1.0, 2.0], seed=1)
+    assert S.n_atoms == 200 and S.dim == 3
+    np.testing.assert_allclose(S.weights, 8.0 / 100)  # box volume / n
+    assert (np.abs(S.centers) <= 1).all()
+    X = np.random.default_rng(1).normal(size=(10, 3))
+    F = Dictionary.from_samples(X, 1.5)
+    np.testing.assert_allclose(F.centers, X)
+    np.testing.assert_allclose(F.weights, 0.1)
+    with pytest.raises(ValueError, match="widths"):
+        Dictionary.grid([(0, 1)], 3, [-1.0])
+    with pytest.raises(ValueError, match="bounds"):
+        Dictionary.grid([(1, 0)], 3, 1.0)
+
+
+# --------------------------------------------------------------------------- prox
+def test_prox_h_matches_brute_force_and_moreau():
+    rng = np.random.default_rng(0)
+    s, t = 1.3, 0.7
+    grid = np.linspace(-6, 6, 240_001)
+    for v in np.concatenate([rng.uniform(-4, 4, 20), [s, -s, s * (1 + t), 0.0]]):
+        obj = t * np.maximum(grid**2 / 2 - s**2 / 2, 0) + (grid - v) ** 2 / 2
+        assert abs(prox_h(np.array([v]), t, s)[0] - grid[np.argmin(obj)]) < 1e-4  # grid step 5e-5
+    # Moreau: prox_{sigma h*}(v) + sigma prox_{h/sigma}(v/sigma) = v
+    v = rng.normal(scale=3, size=50)
+    Delta = rng.uniform(0.5, 2.0, 50)
+    sigma = 0.8
+    np.testing.assert_allclose(prox_h_conjugate(v, sigma, Delta, s) + sigma * prox_h(v / sigma, Delta / sigma, s), v)
+
+
+def test_psi_is_the_convex_envelope():
+    gamma = 0.5
+    a = np.linspace(-4, 4, 161)
+    b = np.linspace(-20, 20, 40_001)
+    conj = np.maximum(b**2 / 2 - gamma, 0)
+    biconj = np.max(a[:, None] * b[None, :] - conj[None, :], axis=1)
+    np.testing.assert_allclose(psi(a, gamma), biconj, atol=1e-3)  # b-grid step 1e-3
+    assert (psi(a, gamma) <= a**2 / 2 + gamma * (a != 0) + 1e-12).all()
+
+
+# --------------------------------------------------------------------------- closed form
+def two_points(gamma):
+    """One kernel at the origin (width 1, Delta = 1); samples at distance 0 and 1, both +1."""
+    D = Dictionary(np.zeros((1, 2)), 1.0, 1.0, threshold=0.0)
+    X = np.array([[0.0, 0.0], [1.0, 0.0]])
+    return RKHSProblem(X, np.array([1.0, 1.0]), D, gamma, 0.1)
+
+
+@pytest.mark.parametrize("solver", ["fast"] + BACKENDS)
+def test_two_points_one_kernel_closed_form(solver):
+    # alpha >= (1 - eps)/kappa binds at the far sample (kappa = e^{-1/2}); with gamma = 0.5,
+    # alpha* = 0.9 e^{1/2} > sqrt(2 gamma) = 1, so P* = D* = alpha*^2/2 + gamma, lambda* = (0, 2 alpha*/kappa).
+    p = two_points(0.5)
+    kappa = np.exp(-0.5)
+    a_star = 0.9 / kappa
+    value = a_star**2 / 2 + 0.5
+    r = solve_dual(p, tol=1e-9) if solver == "fast" else solve_rkhs_dual(p, solver)
+    tol = 1e-6 if solver != "SCS" else 1e-4
+    assert r.status == Status.OPTIMAL
+    assert r.dual == pytest.approx(value, rel=tol)
+    assert r.primal == pytest.approx(value, rel=tol)
+    # multipliers converge like the square root of the objective (curvature kappa^2/4 in lambda_2)
+    np.testing.assert_allclose(r.lam, [0.0, 2 * a_star / kappa], atol=1e-3, rtol=1e-3)
+    # the feasible envelope point is first-order accurate (psi has slope a* there); the L0
+    # recovery abar inherits the multipliers' square-root accuracy
+    np.testing.assert_allclose(r.alpha_envelope, [a_star], rtol=tol)
+    np.testing.assert_allclose(r.alpha, [a_star], rtol=1e-3)
+    assert r.l0_gap == pytest.approx(0.0, abs=1e-3 * value)  # no relaxation gap in this case
+    assert list(r.critical_samples()) == [1]
+
+
+def test_two_points_kink_case_value():
+    # gamma = 2: alpha* = 0.9 e^{1/2} < sqrt(2 gamma) = 2, the envelope is linear there: P* = 2 alpha*.
+    p = two_points(2.0)
+    r = solve_dual(p, tol=1e-9)
+    assert r.dual == pytest.approx(2.0 * 0.9 / np.exp(-0.5), rel=1e-8)
+    assert r.primal == pytest.approx(r.dual, rel=1e-8)
+
+
+# --------------------------------------------------------------------------- fast vs CVXPY
+@needs_clarabel
+@pytest.mark.parametrize("C", [None, 20.0])
+def test_fast_dual_agrees_with_clarabel(references, C):
+    p, ref = references[C]
+    assert ref.status == Status.OPTIMAL
+    fast = solve_dual(p, tol=1e-7)
+    assert fast.status == Status.OPTIMAL and fast.rel_gap <= 1e-7
+    assert abs(fast.dual - ref.dual) <= 1e-6 * abs(ref.dual)  # the stated 1e-6 relative agreement
+    for method in ("pdhg", "subgradient"):  # the other methods certify what they return
+        other = solve_dual(p, method=method, max_iter=3000)
+        assert other.dual <= ref.dual + 1e-7 * abs(ref.dual)
+        assert other.primal >= ref.dual - 1e-7 * abs(ref.dual)
+
+
+@pytest.mark.parametrize("solver", BACKENDS)
+@pytest.mark.parametrize("C", [None, 20.0])
+def test_strong_duality_between_cvxpy_statements(solver, C):
+    p = tiny_problem(C)
+    d = solve_rkhs_dual(p, solver)
+    q = solve_rkhs_primal(p, solver)
+    assert d.status == q.status == Status.OPTIMAL
+    tol = 1e-6 if solver == "CLARABEL" else 1e-4  # SCS is a first-order method (eps 1e-7)
+    assert d.info["value"] == pytest.approx(q.info["value"], rel=tol)  # backends' own objectives
+    # the multipliers of the primal's margins are lambda / N: re-evaluated, they give the same dual
+    assert q.dual == pytest.approx(d.dual, rel=tol)
+
+
+@needs_clarabel
+@pytest.mark.parametrize("C", [None, 20.0])
+def test_predictions_agree_between_solvers(references, C):
+    p, ref = references[C]
+    fast = SparseKernelClassifier(p.dictionary, p.gamma, p.eps, C).fit(p.X, p.y)
+    clar = SparseKernelClassifier(p.dictionary, p.gamma, p.eps, C, solver="CLARABEL").fit(p.X, p.y)
+    grid = ellipses(400, seed=11).X
+    f_fast, f_clar = fast.decision_function(grid), clar.decision_function(grid)
+    clear = np.abs(f_clar) > 1e-3 * np.abs(f_clar).max()  # away from the boundary itself
+    assert (np.sign(f_fast[clear]) == np.sign(f_clar[clear])).all()
+    np.testing.assert_allclose(f_fast, f_clar, atol=1e-3 * np.abs(f_clar).max())
+    assert set(fast.critical_samples_) == set(clar.critical_samples_)
+
+
+@needs_clarabel
+@pytest.mark.parametrize("C", [None, 20.0])
+@pytest.mark.parametrize("method,max_iter", [("ssnal", 1), ("ssnal", 3), ("pdhg", 200), ("subgradient", 200)])
+def test_certified_gap_bounds_true_suboptimality(references, C, method, max_iter):
+    p, ref = references[C]
+    d_star = ref.dual  # CLARABEL optimum, itself accurate to ~1e-8 relative
+    r = solve_dual(p, method=method, max_iter=max_iter, check_every=50) if method != "ssnal" \
+        else solve_dual(p, method=method, max_iter=max_iter)
+    slack = 1e-7 * abs(d_star)
+    if r.feasible_primal:
+        assert r.gap >= d_star - r.dual - slack  # dual suboptimality
+        assert r.gap >= r.primal - d_star - slack  # primal suboptimality
+        assert r.primal == pytest.approx(p.envelope_objective(r.alpha_envelope), rel=1e-12)
+        assert (p.margin_violation(r.alpha_envelope) == 0).all() or C is not None
+    else:
+        assert not np.isfinite(r.gap) and r.message  # says so instead of a number
+
+
+def test_certificate_without_feasible_primal_point():
+    p = tiny_problem(None)
+    cert = certify(p, np.zeros(p.N), np.zeros(p.M))
+    assert cert.alpha_envelope is None and cert.primal == np.inf and cert.gap == np.inf
+    assert "no feasible primal point" in cert.message
+    assert cert.dual == 0.0 and cert.margin_violation == pytest.approx(0.9)
+
+
+# --------------------------------------------------------------------------- infeasible / errors
+def overlapping():
+    X = np.array([[0.0, 0.0], [0.0, 0.0], [2.0, 1.0]])
+    y = np.array([1.0, -1.0, 1.0])
+    D = Dictionary.grid([(-1, 3), (-1, 2)], 3, 1.0)
+    return X, y, D
+
+
+def test_hard_margin_with_overlapping_classes_is_unbounded():
+    X, y, D = overlapping()
+    p = RKHSProblem(X, y, D, 0.5, 0.1)
+    fast = solve_dual(p)
+    assert fast.status == Status.UNBOUNDED and "soft margin" in fast.message
+    assert not np.isfinite(fast.gap)
+    if "CLARABEL" in BACKENDS:
+        assert solve_rkhs_dual(p, "CLARABEL").status == Status.UNBOUNDED
+        primal = solve_rkhs_primal(p, "CLARABEL")
+        assert primal.status == Status.INFEASIBLE and "soft margin" in primal.message
+    with pytest.raises(ValueError, match="unbounded"):
+        SparseKernelClassifier(D, 0.5, 0.1).fit(X, y)
+    soft = solve_dual(RKHSProblem(X, y, D, 0.5, 0.1, C=5.0))
+    assert soft.status == Status.OPTIMAL and soft.rel_gap <= 1e-6
+
+
+def test_classifier_input_errors_name_the_argument():
+    p = tiny_problem(20.0)
+    clf = SparseKernelClassifier(p.dictionary, 0.5, 0.1, 20.0)
+    with pytest.raises(NotFittedError, match="not fitted"):
+        clf.predict(p.X)
+    bad = p.X.copy()
+    bad[3, 1] = np.nan
+    with pytest.raises(ValueError, match=r"^X must be finite"):
+        clf.fit(bad, p.y)
+    with pytest.raises(ValueError, match="exactly two classes"):
+        clf.fit(p.X, np.arange(p.N) % 3)
+    with pytest.raises(ValueError, match="^y must"):
+        clf.fit(p.X, p.y[:-1])
+    y_nan = p.y.copy()
+    y_nan[0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        clf.fit(p.X, y_nan)
+    with pytest.raises(ValueError, match="columns"):
+        clf.fit(p.X[:, :1], p.y)
+    with pytest.raises(ValueError, match="invalid parameter 'lambda_'"):
+        clf.set_params(lambda_=1.0)
+    with pytest.raises(ValueError, match="solver"):
+        SparseKernelClassifier(p.dictionary, solver="").fit(p.X, p.y)
+    with pytest.raises(ValueError, match="gamma"):
+        SparseKernelClassifier(p.dictionary, gamma=-1.0).fit(p.X, p.y)
+
+
+def test_classifier_maps_any_two_labels_and_back():
+    p = tiny_problem(20.0)
+    labels = np.where(p.y > 0, "inside", "outside")
+    clf = SparseKernelClassifier(p.dictionary, 0.5, 0.1, 20.0).fit(p.X, labels)
+    assert list(clf.classes_) == ["inside", "outside"]  # sorted: "inside" -> -1
+    pred = clf.predict(p.X)
+    assert set(pred) <= {"inside", "outside"}
+    assert clf.score(p.X, labels) == pytest.approx(np.mean(pred == labels))
+    assert clf.status_ == Status.OPTIMAL and clf.rel_gap_ <= 1e-6
+    assert clf.n_kernels_ == np.count_nonzero(clf.alpha_) > 0
+    assert (clf.dual_[clf.critical_samples_] > clf.critical_threshold_).all()
+    params = clf.get_params()
+    assert params["C"] == 20.0 and params["solver"] == "fast"
+    assert clf.set_params(C=5.0).C == 5.0
+    with pytest.raises(ValueError, match="not seen in fit"):
+        clf.score(p.X, np.where(p.y > 0, "inside", "elsewhere"))
+
+
+def test_history_and_limits():
+    p = tiny_problem(20.0)
+    r = solve_dual(p)
+    assert list(r.history.columns[:7]) == ["iteration", "time", "dual", "primal", "gap", "rel_gap", "restarts"]
+    assert (np.diff(r.history["dual"]) >= 0).all()  # best bounds are monotone
+    assert r.history["rel_gap"].iloc[-1] == pytest.approx(r.rel_gap)
+    limited = solve_dual(p, method="pdhg", max_iter=64, check_every=32)
+    assert limited.status == Status.MAX_ITER and limited.iterations == 64
+    assert "max_iter" in limited.message
+    with pytest.raises(ValueError, match="method"):
+        solve_dual(p, method="newton")
+    with pytest.raises(ValueError, match="tol"):
+        solve_dual(p, tol=0)
