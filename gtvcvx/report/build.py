@@ -1,0 +1,526 @@
+"""``gtvcvx report``: run every spec, write per-spec tables and figures and an index page.
+
+Layout of the output directory ``OUT``::
+
+    OUT/index.md, OUT/index.html        everything (HTML self-contained: figures as base64 PNG)
+    OUT/specs/summary.csv               one row per spec x solver (all specs)
+    OUT/specs/report.json               the whole run as data (rows, measured values, environment)
+    OUT/specs/<name>/report.md          one spec: description, solver table, figures, notes
+    OUT/specs/<name>/comparison.csv     the full comparison table (and .json)
+    OUT/specs/<name>/convergence.png    certified relative gap vs iteration and vs time
+    OUT/specs/<name>/clusterpath.png    convex-clustering specs
+    OUT/specs/<name>/decision_boundary.png   2-D RKHS specs
+    OUT/specs/<name>/experiment.md, <table>.csv, measured.json, figures   experiment specs
+    OUT/<output>                        an experiment spec's ``output`` Markdown (links rebased)
+
+Every file is written atomically, so an interrupted run leaves complete files only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..io import atomic_write_text
+from .compare import SKIPPED, format_number, problem_size, run_comparison, select_solvers
+from .html import html_page, markdown_to_html
+
+__all__ = ["build_report", "run_experiment", "SpecReport", "FORMATS", "write_table", "markdown_table"]
+
+#: Output formats of ``gtvcvx report --format``.
+FORMATS = ("md", "csv", "html", "json")
+
+_DISPLAY = ["solver", "status", "primal", "dual", "rel_gap", "objective_error", "solution_error", "mse", "ari",
+            "n_clusters", "accuracy", "n_kernels", "n_critical", "iterations", "setup_time", "solve_time",
+            "certify_time", "peak_rss_delta_mb", "peak_traced_mb"]
+
+_LEGEND = {
+    "primal": "P(W) evaluated by gtvcvx",
+    "dual": "certified lower bound on the optimum (gtvcvx's certificate at a feasible flow; for CVXPY "
+            "solutions the flow is built from W)",
+    "rel_gap": "(primal - dual) / (1 + |primal| + |dual|)",
+    "objective_error": "|P - P_ref| / max(1, |P_ref|) against the reference row (smallest certified gap)",
+    "solution_error": "||W - W_ref|| / max(1, ||W_ref||) against the reference row",
+    "mse": "mean squared error of the local models against the ground truth",
+    "ari": "adjusted Rand index of the clusters against the true labels",
+    "accuracy": "classification accuracy (logistic: training accuracy; RKHS: test accuracy)",
+    "setup_time": "seconds (CVXPY: compilation)",
+    "solve_time": "seconds",
+    "certify_time": "seconds spent by gtvcvx certifying the solution",
+    "peak_rss_delta_mb": "peak resident memory during the solve minus before it, MiB (sampled every 5 ms; "
+                         "includes compiled backends; a lower bound)",
+    "peak_traced_mb": "peak of Python's tracemalloc during the solve, MiB (NumPy included, native backend "
+                      "memory not)",
+}
+
+
+@dataclass
+class SpecReport:
+    """One spec's part of a report."""
+
+    name: str
+    slug: str
+    path: str
+    kind: str
+    description: str = ""
+    seed: object = None
+    sizes: dict = field(default_factory=dict)
+    table: pd.DataFrame | None = None
+    reference: str | None = None
+    memory: str | None = None
+    figures: list = field(default_factory=list)  # paths relative to the output directory
+    files: list = field(default_factory=list)  # paths relative to the output directory
+    notes: list = field(default_factory=list)
+    experiment_markdown: str = ""
+    measured: dict = field(default_factory=dict)
+    error: str = ""
+    elapsed: float = 0.0
+
+
+# ---------------------------------------------------------------------------------------
+# tables
+# ---------------------------------------------------------------------------------------
+def markdown_table(df: pd.DataFrame, columns=None, digits: int = 4) -> str:
+    """A Markdown table of ``df`` with compact numbers (``nan`` shown empty)."""
+    if df is None or len(df) == 0:
+        return "(no rows)"
+    columns = [c for c in (columns or list(df.columns)) if c in df.columns]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for _, row in df.iterrows():
+        cells = []
+        for c in columns:
+            v = row[c]
+            if c == "status" and v not in ("optimal", SKIPPED):
+                text = f"**{v}**"
+            elif c == "solver" and bool(row.get("reference", False)):
+                text = f"{v} (ref)"
+            else:
+                text = format_number(v, digits)
+            cells.append(text.replace("|", "\\|").replace("\n", " "))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _json_value(v):
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (np.floating, float)):
+        v = float(v)
+        return v if math.isfinite(v) else (None if math.isnan(v) else ("inf" if v > 0 else "-inf"))
+    if isinstance(v, (np.bool_,)):
+        return bool(v)
+    return v
+
+
+def _records(df: pd.DataFrame) -> list[dict]:
+    return [{k: _json_value(v) for k, v in row.items()} for row in df.to_dict(orient="records")]
+
+
+def write_table(df: pd.DataFrame, stem: Path, formats) -> list[Path]:
+    """Write ``df`` as ``stem.csv`` / ``stem.json`` / ``stem.md`` for the requested formats."""
+    written = []
+    if "csv" in formats:
+        atomic_write_text(stem.with_suffix(".csv"), df.to_csv(index=False, float_format="%.17g"))
+        written.append(stem.with_suffix(".csv"))
+    if "json" in formats:
+        atomic_write_text(stem.with_suffix(".json"), json.dumps(_records(df), indent=1) + "\n")
+        written.append(stem.with_suffix(".json"))
+    return written
+
+
+# ---------------------------------------------------------------------------------------
+# experiments
+# ---------------------------------------------------------------------------------------
+def run_experiment(spec, out_dir, *, quick: bool = False):
+    """Run an experiment spec's function with its params, writing its figures into ``out_dir``.
+
+    Returns the :class:`~gtvcvx.experiments.ExperimentOutput`.
+    """
+    from ..experiments import get_experiment
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    function = get_experiment(spec.experiment)
+    return function(dict(spec.params), out_dir, quick=quick)
+
+
+def _rebase_markdown(text: str, prefix: str, demote: int = 0) -> str:
+    """Prefix relative link/image targets with ``prefix`` and demote headings by ``demote`` levels."""
+    def link(m):
+        target = m.group(2)
+        if re.match(r"^([a-z]+:|#|/)", target):
+            return m.group(0)
+        return f"{m.group(1)}({prefix}/{target})"
+
+    text = re.sub(r"(!?\[[^\]]*\])\(([^)\s]+)\)", link, text)
+    if demote:
+        text = re.sub(r"^(#{1,6})(?=\s)", lambda m: "#" * min(6, len(m.group(1)) + demote), text, flags=re.M)
+    return text
+
+
+# ---------------------------------------------------------------------------------------
+# per spec
+# ---------------------------------------------------------------------------------------
+def _slug(name: str, used: set) -> str:
+    base = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._") or "spec"
+    slug, k = base, 2
+    while slug in used:
+        slug, k = f"{base}-{k}", k + 1
+    used.add(slug)
+    return slug
+
+
+def _sizes(spec) -> dict:
+    problem = getattr(spec, "problem", None)
+    if problem is None:
+        return {}
+    if hasattr(problem, "graph"):
+        return {"n": problem.n, "edges": problem.n_edges, "d": problem.d, "loss": problem.loss.name,
+                "penalty": problem.penalty.name, "lam": problem.lam, "size": problem_size(problem)}
+    out = {"size": problem_size(problem)}
+    for key in ("N", "M", "gamma", "eps"):
+        if hasattr(problem, key):
+            value = getattr(problem, key)
+            if isinstance(value, (int, float, np.integer, np.floating)):
+                out[key] = value
+    return out
+
+
+def _relpath(path: Path, root: Path) -> str:
+    return Path(path).resolve().relative_to(root.resolve()).as_posix()
+
+
+def _spec_markdown(rep: SpecReport, link_prefix: str = "", level: int = 1) -> str:
+    """The Markdown section of one spec; ``link_prefix`` is how the page reaches ``OUT``."""
+    h = "#" * level
+    lines = [f"{h} {rep.name}", ""]
+    if rep.description:
+        lines += [rep.description, ""]
+    facts = [f"spec `{rep.path}`", f"kind `{rep.kind}`"]
+    if rep.seed is not None:
+        facts.append(f"seed {rep.seed}")
+    if rep.sizes:
+        facts.append(", ".join(f"{k} = {format_number(v)}" for k, v in rep.sizes.items()))
+    lines += ["; ".join(facts), ""]
+    if rep.error:
+        lines += [f"**error:** {rep.error}", ""]
+    if rep.table is not None:
+        lines += [markdown_table(rep.table, _DISPLAY), ""]
+        if rep.reference:
+            lines += [f"Errors are measured against `{rep.reference}` (the smallest certified relative gap).", ""]
+        messages = [(r["solver"], r["message"]) for _, r in rep.table.iterrows() if str(r.get("message", ""))]
+        for solver, message in messages:
+            lines.append(f"- `{solver}`: {message}")
+        if messages:
+            lines.append("")
+    if rep.experiment_markdown:
+        lines += [_rebase_markdown(rep.experiment_markdown, f"{link_prefix}specs/{rep.slug}", demote=level), ""]
+    if rep.measured:
+        lines += ["| measured | value |", "|---|---|"]
+        lines += [f"| {k} | {format_number(v, 6)} |" for k, v in rep.measured.items()]
+        lines.append("")
+    for fig in rep.figures:
+        lines += [f"![{Path(fig).stem}]({link_prefix}{fig})", ""]
+    for note in rep.notes:
+        lines.append(f"- {note}")
+    if rep.notes:
+        lines.append("")
+    data_files = [f for f in rep.files if not f.endswith(".png")]
+    if data_files:
+        lines += ["Files: " + ", ".join(f"[{Path(f).name}]({link_prefix}{f})" for f in data_files), ""]
+    return "\n".join(lines)
+
+
+def _run_spec(spec, rep: SpecReport, out: Path, *, solvers, formats, progress, quick, time_limit,
+              size_limits, memory):
+    spec_dir = out / "specs" / rep.slug
+    spec_dir.mkdir(parents=True, exist_ok=True)
+    if rep.kind == "experiment":
+        if progress is not None:
+            progress.start(f"{rep.name}: experiment {spec.experiment}")
+        try:
+            output = run_experiment(spec, spec_dir, quick=quick)
+        finally:
+            if progress is not None:
+                progress.advance()
+        rep.experiment_markdown = f"## {output.title}\n\n{output.markdown.strip()}\n"
+        rep.measured = {k: _json_value(v) for k, v in (output.measured or {}).items()}
+        for key, df in (output.tables or {}).items():
+            stem = spec_dir / re.sub(r"[^A-Za-z0-9_.-]+", "_", str(key))
+            if "csv" in formats:
+                atomic_write_text(stem.with_suffix(".csv"), df.to_csv(index=False, float_format="%.17g"))
+                rep.files.append(_relpath(stem.with_suffix(".csv"), out))
+        atomic_write_text(spec_dir / "experiment.md", rep.experiment_markdown)
+        rep.files.append(_relpath(spec_dir / "experiment.md", out))
+        target = getattr(spec, "output", None)
+        if target and "md" in formats:
+            target = out / target
+            depth = len(target.relative_to(out).parts) - 1
+            prefix = "../" * depth + f"specs/{rep.slug}"
+            atomic_write_text(target, f"# {output.title}\n\n" + _rebase_markdown(output.markdown.strip(), prefix) + "\n")
+            rep.files.append(_relpath(target, out))
+        if "json" in formats:
+            atomic_write_text(spec_dir / "measured.json", json.dumps(rep.measured, indent=1, sort_keys=True) + "\n")
+            rep.files.append(_relpath(spec_dir / "measured.json", out))
+        for fig in output.figures or []:
+            fig = Path(fig)
+            fig = fig if fig.is_absolute() else spec_dir / fig
+            if fig.is_file():
+                rep.files.append(_relpath(fig, out))
+        return
+    plan = select_solvers(spec, solvers, size_limits=size_limits)
+    skip = {s: reason for s, reason in plan if reason}
+    comparison = run_comparison(spec, [s for s, reason in plan if not reason], skip=skip, memory=memory,
+                                time_limit=time_limit, progress=progress)
+    rep.table = comparison.table
+    rep.reference = comparison.reference
+    rep.memory = comparison.memory
+    for path in write_table(comparison.table, spec_dir / "comparison", formats):
+        rep.files.append(_relpath(path, out))
+    _spec_figures(spec, rep, comparison, spec_dir, out)
+
+
+def _spec_figures(spec, rep, comparison, spec_dir, out):
+    from . import plots
+
+    figures = []
+    try:
+        path = plots.convergence_figure(comparison.results, spec_dir / "convergence.png", title=rep.name)
+        if path is not None:
+            figures.append(path)
+    except Exception as exc:  # noqa: BLE001 - a figure never stops a report
+        rep.notes.append(f"convergence plot failed: {type(exc).__name__}: {exc}")
+    problem = getattr(spec, "problem", None)
+    if rep.kind == "gtv" and problem is not None and problem.loss.name == "squared_distance":
+        try:
+            truth = getattr(spec, "truth", None)
+            path = plots.clusterpath_figure(problem, spec_dir / "clusterpath.png", title=f"{rep.name}: clusterpath",
+                                            labels=None if truth is None else truth.labels)
+            if path is None:
+                rep.notes.append("clusterpath not drawn: gtvcvx.clustering is not available")
+            else:
+                figures.append(path)
+        except Exception as exc:  # noqa: BLE001
+            rep.notes.append(f"clusterpath failed: {type(exc).__name__}: {exc}")
+    if rep.kind == "rkhs":
+        result = comparison.results.get(comparison.reference) or next(iter(comparison.results.values()), None)
+        dim = _rkhs_dim(spec)
+        if result is not None and dim == 2:
+            try:
+                path = plots.decision_boundary_figure(spec, result, spec_dir / "decision_boundary.png",
+                                                      title=f"{rep.name}: {result.solver}")
+                if path is not None:
+                    figures.append(path)
+            except Exception as exc:  # noqa: BLE001
+                rep.notes.append(f"decision boundary failed: {type(exc).__name__}: {exc}")
+    for path in figures:
+        rel = _relpath(path, out)
+        rep.figures.append(rel)
+        rep.files.append(rel)
+
+
+def _rkhs_dim(spec) -> int | None:
+    problem = getattr(spec, "problem", None)
+    X = getattr(problem, "X", None)
+    if X is not None and np.ndim(X) == 2:
+        return int(np.shape(X)[1])
+    dictionary = getattr(problem, "dictionary", None)
+    return getattr(dictionary, "dim", None)
+
+
+# ---------------------------------------------------------------------------------------
+# the whole report
+# ---------------------------------------------------------------------------------------
+def _summary_rows(reports) -> pd.DataFrame:
+    rows = []
+    for rep in reports:
+        if rep.table is None:
+            continue
+        for _, r in rep.table.iterrows():
+            row = {"spec": rep.name, "kind": rep.kind, "seed": rep.seed}
+            row.update(r.to_dict())
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _overview(reports) -> str:
+    lines = ["| spec | kind | size | fast status | fast rel gap | fast time [s] | reference | ref. time [s] | "
+             "speed-up | accuracy | spec time [s] | files |", "|" + "---|" * 12]
+    for rep in reports:
+        fast_status = fast_gap = fast_time = ref = ref_time = speedup = acc = ""
+        if rep.table is not None and len(rep.table):
+            t = rep.table
+            fast = t[t["solver"] == "fast"]
+            if len(fast):
+                f = fast.iloc[0]
+                fast_status, fast_gap = f["status"], format_number(f["rel_gap"], 3)
+                ft = float(f.get("setup_time", np.nan)) + float(f.get("solve_time", np.nan))
+                fast_time = format_number(ft, 3)
+            others = t[(t["solver"] != "fast") & (t["status"] == "optimal")]
+            if len(others):
+                o = others.iloc[0]
+                ref = o["solver"]
+                ot = float(o.get("setup_time", np.nan)) + float(o.get("solve_time", np.nan))
+                ref_time = format_number(ot, 3)
+                if fast_time and ft > 0:
+                    speedup = format_number(ot / ft, 3)
+            for col in ("ari", "accuracy", "mse"):
+                if col in t.columns and len(fast) and np.isfinite(float(fast.iloc[0].get(col, np.nan))):
+                    acc = f"{col} {format_number(float(fast.iloc[0][col]), 4)}"
+                    break
+        elif rep.measured:
+            acc = ", ".join(f"{k} {format_number(v, 4)}" for k, v in list(rep.measured.items())[:3])
+        if rep.error:
+            fast_status = "**error**"
+        size = format_number(rep.sizes.get("size")) if rep.sizes else ""
+        link = f"[report](specs/{rep.slug}/report.md)"
+        lines.append(f"| [{rep.name}](#{re.sub(r'[^a-z0-9_-]+', '-', rep.name.lower()).strip('-')}) | {rep.kind} | "
+                     f"{size} | {fast_status} | {fast_gap} | {fast_time} | {ref} | {ref_time} | {speedup} | {acc} | "
+                     f"{rep.elapsed:.1f} | {link} |")
+    return "\n".join(lines)
+
+
+def _index_markdown(reports, env: dict, *, command: str, elapsed: float, memory: str | None, rule: str) -> str:
+    from .. import __version__
+
+    lines = ["# gtvcvx report", "",
+             f"Generated by `{command}` with gtvcvx {__version__}. Re-running it reproduces every number "
+             "except timings and memory (the fast core runs with a fixed certificate spacing; seeds are "
+             "fixed by the specs).", "",
+             "## Overview", "", _overview(reports), "",
+             "## How to read the tables", "",
+             "Every row is certified by gtvcvx itself: the dual value is a lower bound on the optimum "
+             "obtained at a dual-feasible flow (for CVXPY solutions the flow is constructed from W by "
+             "`gtvcvx.testing.certify`), so `rel_gap` bounds the suboptimality of every solver's answer "
+             "in the same way.", ""]
+    lines += [f"- `{k}`: {v}" for k, v in _LEGEND.items()]
+    lines += ["", f"Solver selection: {rule}", ""]
+    if memory:
+        lines += [f"Memory is measured with `{memory}` (see the column legend).", ""]
+    lines += ["## Specs", ""]
+    for rep in reports:
+        lines += [_spec_markdown(rep, link_prefix="", level=3), ""]
+    lines += ["## Environment", "", "| item | value |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in env.items()]
+    lines += ["", "| spec | seed | file |", "|---|---|---|"]
+    lines += [f"| {r.name} | {'' if r.seed is None else r.seed} | `{r.path}` |" for r in reports]
+    lines += ["", f"Total run time: {elapsed:.1f} s.", ""]
+    return "\n".join(lines)
+
+
+SELECTION_RULE = ("the fast core always runs; a CVXPY reference (CLARABEL, SCS) runs when the instance "
+                  "size n d + |E| d + samples is at most its limit ({limits}), otherwise its row says "
+                  "'skipped' with the reason. `--solvers` runs exactly the solvers named; "
+                  "`--max-reference-size` changes the limits. CVXPY runs get a time limit of "
+                  "{time_limit:g} s unless the spec sets one.")
+
+
+def build_report(paths, out_dir, *, solvers=None, formats=FORMATS, progress=None, quick: bool = False,
+                 time_limit: float | None = None, size_limits: dict | None = None, memory: str | None = "rss",
+                 command: str | None = None) -> list[SpecReport]:
+    """Run every spec under ``paths`` and write the report into ``out_dir``.
+
+    Parameters
+    ----------
+    paths : sequence of path
+        Spec files or directories (searched recursively for ``*.toml``).
+    out_dir : path
+    solvers : sequence of str, optional
+        Run exactly these solvers on every GTV/RKHS spec (default: :func:`select_solvers`'s rule).
+    formats : sequence of str
+        Among :data:`FORMATS`. ``md`` writes the Markdown pages, ``html`` the self-contained
+        index page, ``csv`` and ``json`` the tables.
+    progress : gtvcvx.progress.Progress, optional
+    quick : bool
+        Passed to experiment functions.
+    time_limit : float, optional
+        Seconds per CVXPY run (default :data:`REFERENCE_TIME_LIMIT`) and per fast-core run
+        (default none).
+    size_limits : dict, optional
+        Per-backend reference size limits (default :data:`REFERENCE_SIZE_LIMITS`).
+    memory : {"rss", "tracemalloc", None}
+    command : str, optional
+        The command line recorded in the index.
+
+    Returns
+    -------
+    list of SpecReport
+
+    Raises
+    ------
+    SpecError
+        A spec is malformed (raised before anything runs).
+    """
+    from ..environment import environment
+    from ..spec import find_specs, load_spec
+    from .compare import REFERENCE_SIZE_LIMITS, REFERENCE_TIME_LIMIT
+
+    formats = tuple(formats)
+    unknown = set(formats) - set(FORMATS)
+    if unknown:
+        raise ValueError(f"--format: unknown format(s) {sorted(unknown)}; expected some of {list(FORMATS)}")
+    out = Path(out_dir)
+    spec_paths = find_specs(paths)
+    if not spec_paths:
+        raise ValueError(f"no *.toml spec found in {', '.join(map(str, paths))}")
+    specs = [load_spec(p) for p in spec_paths]  # every spec is validated before anything runs
+    t0 = time.perf_counter()
+    used: set = set()
+    reports = []
+    plans = []
+    for spec, path in zip(specs, spec_paths):
+        kind = getattr(spec, "kind", "gtv")
+        rep = SpecReport(name=spec.name, slug=_slug(spec.name, used), path=Path(path).as_posix(), kind=kind,
+                         description=" ".join(str(getattr(spec, "description", "") or "").split()),
+                         seed=getattr(spec, "seed", None), sizes=_sizes(spec))
+        reports.append(rep)
+        plans.append(1 if kind == "experiment" else
+                     sum(1 for _, reason in select_solvers(spec, solvers, size_limits=size_limits) if not reason))
+    if progress is not None:
+        progress.total = sum(plans)
+    out.mkdir(parents=True, exist_ok=True)
+    for spec, rep in zip(specs, reports):
+        s0 = time.perf_counter()
+        try:
+            _run_spec(spec, rep, out, solvers=solvers, formats=formats, progress=progress, quick=quick,
+                      time_limit=time_limit, size_limits=size_limits, memory=memory)
+        except Exception as exc:  # noqa: BLE001 - one failing spec never stops the report
+            rep.error = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+            if progress is not None:
+                progress.note(f"{rep.name}: {rep.error}")
+        rep.elapsed = time.perf_counter() - s0
+        if "md" in formats:
+            page = _spec_markdown(rep, link_prefix="../../", level=1)
+            atomic_write_text(out / "specs" / rep.slug / "report.md", page)
+    elapsed = time.perf_counter() - t0
+    env = environment()
+    limits = dict(REFERENCE_SIZE_LIMITS if size_limits is None else size_limits)
+    rule = SELECTION_RULE.format(limits=", ".join(f"{k} {v:,}" for k, v in limits.items()),
+                                 time_limit=time_limit if time_limit is not None else REFERENCE_TIME_LIMIT)
+    memory_method = next((r.memory for r in reports if r.memory), None)
+    command = command or "gtvcvx report " + " ".join(map(str, paths)) + f" --out {out_dir}"
+    index_md = _index_markdown(reports, env, command=command, elapsed=elapsed, memory=memory_method, rule=rule)
+    summary = _summary_rows(reports)
+    if "csv" in formats and len(summary):
+        atomic_write_text(out / "specs" / "summary.csv", summary.to_csv(index=False, float_format="%.17g"))
+    if "json" in formats:
+        doc = {"command": command, "environment": env, "selection_rule": rule, "memory": memory_method,
+               "specs": [{"name": r.name, "path": r.path, "kind": r.kind, "seed": _json_value(r.seed),
+                          "sizes": {k: _json_value(v) for k, v in r.sizes.items()}, "reference": r.reference,
+                          "rows": _records(r.table) if r.table is not None else [], "measured": r.measured,
+                          "files": r.files, "notes": r.notes, "error": r.error, "seconds": round(r.elapsed, 3)}
+                         for r in reports]}
+        atomic_write_text(out / "specs" / "report.json", json.dumps(doc, indent=1) + "\n")
+    if "md" in formats:
+        atomic_write_text(out / "index.md", index_md)
+    if "html" in formats:
+        body = markdown_to_html(index_md, base=out)
+        atomic_write_text(out / "index.html", html_page("gtvcvx report", body))
+    return reports

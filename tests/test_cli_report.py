@@ -1,0 +1,104 @@
+"""``gtvcvx report``: the whole problems/ directory from scratch, progress, exit codes."""
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from gtvcvx.cli import main
+from gtvcvx.spec import find_specs, load_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+QUICK = ROOT / "problems/quick"
+
+
+def stub_experiments(monkeypatch):
+    """Replace every registered experiment by a stub: the studies themselves (minutes even in
+    quick mode) are tested by their authors; here only the report's handling of them is."""
+    import gtvcvx.experiments as experiments
+    from gtvcvx.experiments import ExperimentOutput
+
+    names = list(experiments.registry())
+
+    def stub(params, out_dir, *, quick=False):
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(2, 2))
+        ax.plot([0, 1], [1, 0])
+        fig.savefig(Path(out_dir) / "stub.png", dpi=40)
+        plt.close(fig)
+        return ExperimentOutput(title="Stub study", markdown="### Stub\n\n![stub](stub.png)\n",
+                                tables={"sweep": pd.DataFrame({"k": [1, 2], "ari": [0.5, 0.9]})},
+                                figures=[Path(out_dir) / "stub.png"], measured={"value": 1.0, "quick": float(quick)})
+
+    monkeypatch.setattr(experiments, "registry", lambda: {name: stub for name in names})
+
+
+def test_report_on_all_problems_from_scratch(tmp_path, capsys, monkeypatch):
+    stub_experiments(monkeypatch)
+    specs = [load_spec(path) for path in find_specs([ROOT / "problems"])]
+    out = tmp_path / "reports"
+    code = main(["report", str(ROOT / "problems"), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "[" in err and "done in" in err and "->" in err  # progress on stderr
+    index = (out / "index.md").read_text()
+    html = (out / "index.html").read_text()
+    record = json.loads((out / "specs/report.json").read_text())
+    assert len(record["specs"]) >= len(specs)
+    for spec in specs:
+        assert spec.name in index and spec.name in html
+        entry = next(s for s in record["specs"] if s["name"] == spec.name)
+        assert not entry["error"], entry["error"]
+        spec_dir = out / "specs" / spec.name
+        assert (spec_dir / "report.md").is_file()
+        if spec.kind == "experiment":
+            for name in ("experiment.md", "sweep.csv", "measured.json", "stub.png"):
+                assert (spec_dir / name).is_file(), name
+            assert entry["measured"] == {"value": 1.0, "quick": 0.0}
+            assert f"specs/{spec.name}/stub.png" in index
+            if spec.output:  # the experiment's own page, links rebased to the spec directory
+                page = (out / spec.output).read_text()
+                assert page.startswith("# Stub study") and f"specs/{spec.name}/stub.png" in page
+            continue
+        table = pd.read_csv(spec_dir / "comparison.csv")
+        assert table.loc[table["solver"] == "fast", "status"].item() == "optimal"
+        assert (spec_dir / "convergence.png").stat().st_size > 1000
+        # skipped references are rows with the reason, never silently missing
+        for _, row in table[table["status"] == "skipped"].iterrows():
+            assert "reference limit" in row["message"]
+    assert html.count("data:image/png;base64,") >= 3 and "<table>" in html
+    assert "## Environment" in index and "Solver selection:" in index
+
+
+def test_report_usage_errors_exit_2(tmp_path, capsys):
+    bad = tmp_path / "bad.toml"
+    bad.write_text((QUICK / "chain_l1.toml").read_text().replace('penalty = "norm1"', 'penalty = "norm7"'))
+    assert main(["report", str(bad), "--out", str(tmp_path / "o")]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert err.count("\n") == 0 and str(bad) in err and "problem.penalty" in err and "Traceback" not in err
+    assert main(["report", str(QUICK), "--out", str(tmp_path / "o"), "--format", "md,pdf"]) == 2
+    assert "--format" in capsys.readouterr().err
+    assert main(["report", str(QUICK), "--out", str(tmp_path / "o"), "--solvers", "fast,gurobi9"]) == 2
+    assert "gurobi9" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:
+        main(["report", str(QUICK)])  # --out is required
+    assert info.value.code == 2
+    assert not (tmp_path / "o").exists()
+
+
+def test_report_quiet_formats_and_explicit_solvers(tmp_path, capsys):
+    out = tmp_path / "o"
+    assert main(["report", str(QUICK / "chain_l1.toml"), "--out", str(out), "--quiet", "--format", "md",
+                 "--format", "html", "--solvers", "fast", "--memory", "tracemalloc"]) == 0
+    assert capsys.readouterr().err == ""
+    assert (out / "index.md").is_file() and (out / "index.html").is_file()
+    assert not (out / "specs/summary.csv").exists() and not (out / "specs/report.json").exists()
+    index = (out / "index.md").read_text()
+    assert "--solvers fast" in index and "--memory tracemalloc" in index and "peak_traced_mb" in index
+    assert "| fast (ref) | optimal |" in index

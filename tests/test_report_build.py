@@ -1,0 +1,110 @@
+"""gtvcvx.report.build_report: per-spec files, index pages, experiments, reproducibility."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import gtvcvx.experiments as experiments
+from gtvcvx.experiments import ExperimentOutput
+from gtvcvx.report import build_report
+from gtvcvx.spec import SpecError
+
+ROOT = Path(__file__).resolve().parents[1]
+QUICK = ROOT / "problems/quick"
+
+
+def toy_experiment(params, out_dir, *, quick=False):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(2, 2))
+    ax.plot([0, 1], [0, params.get("slope", 1.0)])
+    fig.savefig(Path(out_dir) / "toy.png")
+    plt.close(fig)
+    table = pd.DataFrame({"k": [1, 2], "ari": [0.5, 0.9]})
+    return ExperimentOutput(title="Toy experiment", markdown="### Result\n\n| k | ari |\n|---|---|\n| 1 | 0.5 |\n\n"
+                            "![toy](toy.png)\n", tables={"sweep": table}, figures=[Path(out_dir) / "toy.png"],
+                            measured={"best_ari": 0.9, "quick": float(quick)})
+
+
+@pytest.fixture
+def toy_registry(monkeypatch):
+    monkeypatch.setattr(experiments, "registry", lambda: {"toy": toy_experiment})
+
+
+def write_experiment_spec(path, **checks):
+    lines = ['kind = "experiment"', 'name = "toy_study"', 'experiment = "toy"', "", "[params]", "slope = 2.0", ""]
+    if checks:
+        lines.append("[check]")
+        lines += [f"{k} = {v}" for k, v in checks.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_report_writes_tables_figures_and_index(tmp_path, toy_registry):
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    shutil.copy(QUICK / "chain_l1.toml", specs / "chain_l1.toml")
+    write_experiment_spec(specs / "toy.toml")
+    out = tmp_path / "out"
+    reports = build_report([specs], out, solvers=["fast"], quick=True)
+    assert [r.kind for r in reports] == ["gtv", "experiment"] and not any(r.error for r in reports)
+    chain = out / "specs/quick_chain_l1"
+    for name in ("comparison.csv", "comparison.json", "convergence.png", "report.md"):
+        assert (chain / name).is_file(), name
+    table = pd.read_csv(chain / "comparison.csv")
+    assert list(table["solver"]) == ["fast"] and (table["status"] == "optimal").all()
+    toy = out / "specs/toy_study"
+    for name in ("experiment.md", "sweep.csv", "measured.json", "toy.png"):
+        assert (toy / name).is_file(), name
+    assert json.loads((toy / "measured.json").read_text()) == {"best_ari": 0.9, "quick": 1.0}
+    index = (out / "index.md").read_text()
+    assert "| solver | status | primal |" in index and "quick_chain_l1" in index and "toy_study" in index
+    assert "specs/toy_study/toy.png" in index and "specs/quick_chain_l1/convergence.png" in index
+    assert "## Environment" in index and "numpy" in index and "| quick_chain_l1 | 2 |" in index
+    html = (out / "index.html").read_text()
+    assert html.startswith("<!DOCTYPE html>") and "<table>" in html and "<td>fast (ref)</td>" in html
+    assert html.count("data:image/png;base64,") >= 2 and 'src="specs/' not in html
+    summary = pd.read_csv(out / "specs/summary.csv")
+    assert set(summary["spec"]) == {"quick_chain_l1"}
+    record = json.loads((out / "specs/report.json").read_text())
+    assert record["specs"][1]["measured"]["best_ari"] == 0.9
+    assert not list(out.rglob(".*.tmp"))  # atomic writes leave no temporary files
+
+
+def test_report_numbers_are_reproducible(tmp_path):
+    spec = QUICK / "chain_l1.toml"
+    timing = ("setup_time", "solve_time", "certify_time", "wall_time", "peak_rss_delta_mb", "peak_traced_mb")
+    tables = []
+    for run in ("a", "b"):
+        build_report([spec], tmp_path / run, solvers=["fast", "SCS"], formats=["csv"])
+        tables.append(pd.read_csv(tmp_path / run / "specs/quick_chain_l1/comparison.csv"))
+        assert not (tmp_path / run / "index.md").exists()  # only the requested formats
+    a, b = (t.drop(columns=[c for c in timing if c in t.columns]) for t in tables)
+    pd.testing.assert_frame_equal(a, b)
+
+
+def test_report_rejects_bad_input_before_running(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text((QUICK / "chain_l1.toml").read_text().replace("lam = 0.1", "lam = -1"))
+    with pytest.raises(SpecError, match="problem.lam"):
+        build_report([QUICK / "chain_l1.toml", bad], tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ValueError, match="format"):
+        build_report([QUICK / "chain_l1.toml"], tmp_path / "out", formats=["pdf"])
+
+
+def test_a_crashing_experiment_is_reported_not_raised(tmp_path, monkeypatch):
+    def broken(params, out_dir, *, quick=False):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(experiments, "registry", lambda: {"toy": broken})
+    spec = write_experiment_spec(tmp_path / "toy.toml")
+    reports = build_report([spec], tmp_path / "out", formats=["md"])
+    assert reports[0].error == "RuntimeError: boom"
+    assert "**error:** RuntimeError: boom" in (tmp_path / "out/index.md").read_text()
