@@ -7,8 +7,7 @@ examples.
 import os
 
 import numpy as np
-import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import gtvcvx as g
@@ -55,9 +54,11 @@ def problems(draw, losses=("squared_error", "logistic", "squared_distance")):
 def test_certificate_never_lies(problem):
     fast = g.solve(problem, tol=1e-7, max_iter=20_000)
     ref = solve_primal(problem, "CLARABEL", **TIGHT)
-    if ref.status != "optimal":
-        pytest.skip(f"reference status {ref.status}")
     slack = 1e-9 * (1 + abs(ref.primal))
+    if ref.status != "optimal":  # CLARABEL cannot always reach 1e-11 (exponential cones)
+        ref = solve_primal(problem, "CLARABEL")
+        slack = 1e-7 * (1 + abs(ref.primal))
+    assume(ref.status == "optimal")
     assert fast.dual <= ref.primal + slack  # certified gap >= true suboptimality
     assert fast.primal >= ref.primal - slack
     if fast.status == "optimal":

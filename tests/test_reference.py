@@ -133,3 +133,11 @@ def test_paper_instance_compiles_quickly():
     start = time.perf_counter()
     primal_statement(problem)[0].get_problem_data("CLARABEL")
     assert time.perf_counter() - start < 60  # generous bound on a loaded CI machine
+
+
+def test_constant_objective_still_returns_W():
+    """No data and no edges: the objective is constant, every W is optimal (found by hypothesis)."""
+    loss = g.SquaredError([np.zeros((0, 1))] * 2, [np.zeros(0)] * 2, d=1)
+    problem = g.GTVProblem(g.Graph.from_edges(2, []), loss, g.Norm2(), 0.0)
+    result = solve_primal(problem, "CLARABEL")
+    assert result.status == "optimal" and result.W.shape == (2, 1) and result.primal == 0.0

@@ -38,6 +38,8 @@ def primal_statement(problem: GTVProblem):
     if problem.n_edges and problem.lam > 0:
         Z = problem.graph.incidence @ W
         objective = objective + problem.penalty.cvxpy_expr(Z, problem.capacities)
+    if not objective.variables():  # no data and no coupling: every W is optimal; keep W in the problem
+        objective = objective + 0 * cp.sum(W)
     return cp.Problem(cp.Minimize(objective)), W
 
 
