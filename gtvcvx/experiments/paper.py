@@ -1,0 +1,1523 @@
+"""Reproduction of the GTV paper's experiments with federated-learning baselines, plus real data.
+
+Y. SarcheshmehPour, Y. Tian, L. Zhang, A. Jung, "Clustered federated learning via generalized
+total variation minimization", IEEE Trans. Signal Processing 71, 2023 (arXiv 2105.12769).
+
+Studies (each an experiment of this registry, each with a spec ``problems/paper/study_*.toml``):
+
+``paper_sbm_table1``
+    Table I: two-block SBM, linear models, nLasso; certified GTV, the paper's plain
+    Algorithm 1 after a fixed number of iterations, and the baselines (local, FedAvg, oracle
+    cluster-wise FedAvg, IFCA), MSE against the true weights and training prediction MSE.
+``paper_sbm_k_clusters``
+    Fig. 2: MSE versus the number of clusters k for GTV, IFCA, FedAvg and oracle FedAvg.
+``paper_chain``
+    Figs. 3-4: chain of two clusters, one bridge edge of weight eps, a fraction rho of nodes
+    with data; MSE versus eps for l1, l2 and squared-l2 penalties, over rho (noise-free) and
+    over the noise level sigma; mean and standard deviation over repetitions.
+``paper_digits``
+    Handwritten digits (scikit-learn's bundled 8x8 digits): local datasets of digit pairs,
+    logistic local models, a k-NN graph between local datasets; validation accuracy versus
+    lam and against the baselines.
+``paper_lam_guidance``
+    Regularization guidance for the Table I setting: a lam sweep with the MSE and the
+    recovered clusters, and the lam window where the network-flow (KKT) conditions behind
+    the paper's Theorem 2 certify exact recovery of the clusters.
+``paper_reproduction``
+    The summary (spec ``problems/paper/summary.toml`` with ``output = "paper.md"``): paper
+    value and measured value side by side. It reuses the results of the studies run earlier
+    in the same process (``gtvcvx report problems/paper`` runs the study specs first) and runs
+    any missing study with its default parameters.
+
+Run everything without the report tool::
+
+    python -m gtvcvx.experiments.paper --out reports          # writes reports/paper.md + reports/paper/
+    python -m gtvcvx.experiments.paper --out /tmp/p --quick   # small and fast
+
+Every generator is seeded; all numbers are reproducible.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import ExperimentOutput
+
+__all__ = ["EXPERIMENTS", "DEFAULTS", "PAPER_VALUES", "sbm_table1", "sbm_k_clusters", "chain_sweep",
+           "digits_study", "lam_guidance", "paper_reproduction", "write_paper_report", "prediction_mse",
+           "solution_clusters", "flow_recovery_certificate", "reduced_cluster_problem", "main"]
+
+#: Numbers the paper states (Table I; the authors' notebook prints the same values).
+PAPER_VALUES = {"gtv": 1.42e-5, "ifca": 2.82, "fedavg": 2.86}
+
+#: Sources of the setup details (cited in the report).
+SOURCES = {
+    "paper": "Y. SarcheshmehPour, Y. Tian, L. Zhang, A. Jung, \"Clustered federated learning via generalized "
+             "total variation minimization\", IEEE Trans. Signal Processing 71, 2023; arXiv 2105.12769 "
+             "(abstract: https://ar5iv.labs.arxiv.org/html/2105.12769)",
+    "notebook_sbm": "authors' repository github.com/sahelyiyi/FederatedLearning, experiments/SBM_experiment_ifca.ipynb "
+                    "(Table I numbers, IFCA configuration, Algorithm 1 with K = 2000 iterations)",
+    "notebook_chain": "github.com/sahelyiyi/FederatedLearning, experiments/chain_experiment.ipynb "
+                      "(chain of two clusters, d = 2, m = 5, w = (2, 2) and (-2, 2))",
+    "notebook_mnist": "github.com/sahelyiyi/FederatedLearning, experiments/mnist_NN_experiment.ipynb "
+                      "(clusters of digit pairs {0,1} and {2,3}, 3-NN graph with exponential weights, lam sweep)",
+    "ifca": "A. Ghosh, J. Chung, D. Yin, K. Ramchandran, \"An efficient framework for clustered federated "
+            "learning\", NeurIPS 2020",
+}
+
+DEFAULTS = {
+    "paper_sbm_table1": {
+        "sizes": [100, 100], "p_in": 0.5, "p_out": 0.01, "d": 100, "m": 10, "sigma": 1e-3, "lam": 1e-2,
+        "tol": 1e-6, "seed": 0, "pdhg_iterations": [1000, 2000], "pdhg_check_every": 100,
+        "ifca_restarts": 10, "ifca_paper_rounds": 300, "ifca_paper_lr": 0.1, "authors_scaling": True,
+    },
+    "paper_sbm_k_clusters": {
+        "ks": [2, 3, 4, 5, 6, 7, 8, 9, 10], "n_nodes": 200, "p_in": 0.5, "p_out": 0.01, "d": 100, "m": 10,
+        "sigma": 1e-3, "lam": 1e-2, "tol": 1e-6, "seed": 1, "ifca_restarts": 10,
+    },
+    "paper_chain": {
+        "cluster_size": 50, "d": 2, "m": 5, "weights": [[2.0, 2.0], [-2.0, 2.0]],
+        "eps": [0.0, 0.2, 0.4, 0.6, 0.8, 1.0, 1.2],
+        "penalties": {"norm1": 0.1, "norm2": 0.1, "squared_norm2": 0.05},
+        "rhos": [0.2, 0.4, 0.6], "sigmas": [0.01, 0.1, 1.0], "sigma_rho": 0.6, "repetitions": 5,
+        "tol": 1e-6, "seed": 2,
+    },
+    "paper_digits": {
+        "pairs": [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9]], "nodes_per_cluster": 8, "train_fraction": 0.5,
+        "pca_dim": 16, "label_noise": 0.1, "knn": 4,
+        "lams": [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 1000.0],
+        "tol": 1e-6, "time_limit": 120.0, "ridge": 1e-4, "ifca_restarts": 10, "seed": 3,
+    },
+    "paper_lam_guidance": {
+        "sizes": [100, 100], "p_in": 0.5, "p_out": 0.01, "d": 100, "m": 10, "sigma": 1e-3,
+        "lams": [1e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0, 10.0],
+        "tol": 1e-6, "seed": 0, "fusion_tol": 1e-3, "window_grid": 25, "bisection_steps": 12,
+    },
+}
+
+QUICK = {
+    "paper_sbm_table1": {"sizes": [20, 20], "p_in": 0.6, "p_out": 0.05, "d": 10, "m": 5, "pdhg_iterations": [100, 200],
+                         "pdhg_check_every": 100, "ifca_restarts": 3, "ifca_paper_rounds": 50},
+    "paper_sbm_k_clusters": {"ks": [2, 3], "n_nodes": 30, "p_in": 0.6, "p_out": 0.05, "d": 8, "m": 6,
+                             "ifca_restarts": 3},
+    "paper_chain": {"cluster_size": 10, "eps": [0.0, 0.5, 1.2], "rhos": [0.6], "sigmas": [0.1], "repetitions": 2,
+                    "tol": 1e-5},
+    "paper_digits": {"pairs": [[0, 1], [2, 3]], "nodes_per_cluster": 3, "pca_dim": 8, "lams": [0.1, 1.0],
+                     "time_limit": 30.0, "ifca_restarts": 2},
+    "paper_lam_guidance": {"sizes": [15, 15], "p_in": 0.6, "p_out": 0.05, "d": 8, "m": 6,
+                           "lams": [1e-3, 1e-2, 1e-1, 1.0, 10.0], "window_grid": 7, "bisection_steps": 4},
+}
+
+#: Results of the studies run in this process (the summary reuses them): name -> dict.
+_SESSION: dict = {}
+
+
+# =======================================================================================
+# small shared helpers
+# =======================================================================================
+def _single_threaded(function):
+    """Experiments run with BLAS limited to one thread (the machine is small and shared)."""
+
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(limits=1, user_api="blas"):
+            return function(*args, **kwargs)
+
+    return wrapper
+
+
+def _params(name: str, params: dict | None, quick: bool) -> dict:
+    defaults = DEFAULTS[name]
+    params = dict(params or {})
+    unknown = set(params) - set(defaults)
+    if unknown:
+        raise ValueError(f"params: unknown key(s) {sorted(unknown)} for experiment {name!r}; "
+                         f"expected some of {sorted(defaults)}")
+    out = {**defaults, **params}
+    if quick:
+        out.update(QUICK.get(name, {}))
+    return out
+
+
+def _seeds(seed, count: int):
+    return [np.random.default_rng(s) for s in np.random.SeedSequence(int(seed)).spawn(count)]
+
+
+def _fmt(x, digits: int = 3) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, str):
+        return x
+    if isinstance(x, (bool, np.bool_)):
+        return "yes" if x else "no"
+    if isinstance(x, (int, np.integer)):
+        return str(int(x))
+    x = float(x)
+    if math.isnan(x):
+        return "-"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    if x == 0:
+        return "0"
+    if 1e-3 <= abs(x) < 1e4:
+        return f"{x:.{digits}g}"
+    return f"{x:.{digits - 1}e}"
+
+
+def _md_table(df: pd.DataFrame, columns=None, digits: int = 3) -> str:
+    columns = list(df.columns if columns is None else columns)
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for _, row in df.iterrows():
+        lines.append("| " + " | ".join(_fmt(row[c], digits) for c in columns) + " |")
+    return "\n".join(lines)
+
+
+def prediction_mse(loss, W) -> float:
+    """Training prediction MSE: mean over all samples of ``(y - x^T w_i)^2`` (nodes with data).
+
+    This is the error measure printed by the authors' notebook for Table I (it averages
+    squared residuals of the training labels, not distances to the true weights).
+    """
+    counts = loss.counts
+    if counts.sum() == 0:
+        return float("nan")
+    return float((loss.node_values(W) * counts).sum() / counts.sum())
+
+
+def solution_clusters(graph, W, tol: float) -> np.ndarray:
+    """Clusters of a GTV solution: components of the edges with ``||w_i - w_j|| <= tol``."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    e = graph.edges
+    keep = np.linalg.norm(W[e[:, 0]] - W[e[:, 1]], axis=1) <= tol
+    adj = csr_matrix((np.ones(int(keep.sum())), (e[keep, 0], e[keep, 1])), shape=(graph.n, graph.n))
+    return connected_components(adj, directed=False)[1]
+
+
+def _solve(problem, tol, **kwargs):
+    from ..solvers import solve
+
+    t0 = time.perf_counter()
+    result = solve(problem, tol=tol, **kwargs)
+    return result, time.perf_counter() - t0
+
+
+def _plain_algorithm1(problem, iterations, check_every, W_true=None):
+    """The paper's Algorithm 1 (plain PDHG, fixed steps) from zero; ``W`` after each count in ``iterations``.
+
+    Returns a dict ``iterations -> (W, certified rel gap at that iterate)``, the trace
+    ``[(iteration, rel_gap, mse)]`` every ``check_every`` iterations, the wall time and the result.
+    """
+    from ..metrics import mse
+
+    wanted = sorted(set(int(k) for k in iterations))
+    every = math.gcd(*wanted, int(check_every))
+    captured = {}
+    trace = []
+
+    def callback(info):
+        trace.append((info.iteration, info.certificate.rel_gap,
+                      mse(info.W, W_true) if W_true is not None else float("nan")))
+        if info.iteration in wanted:
+            captured[info.iteration] = (info.W.copy(), info.certificate.rel_gap)
+        return False
+
+    result, seconds = _solve(problem, 1e-300, method="pdhg", max_iter=max(wanted), check_every=every,
+                             callback=callback)
+    return captured, trace, seconds, result
+
+
+def _certified_with_trace(problem, tol, W_true, **kwargs):
+    """Fast-core solve recording ``(iteration, rel_gap, mse)`` at every certificate check-point."""
+    from ..metrics import mse
+
+    trace = []
+
+    def callback(info):
+        trace.append((info.iteration, info.certificate.rel_gap, mse(info.W, W_true)))
+        return False
+
+    result, seconds = _solve(problem, tol, callback=callback, **kwargs)
+    trace.append((result.iterations, result.rel_gap, mse(result.W, W_true)))
+    return result, seconds, trace
+
+
+def _scaled_sum_loss(loss):
+    """The authors' formulation: ``sum_k (y_k - x_k^T w)^2`` per node (rows scaled by ``sqrt(m_i)``)."""
+    from ..losses import SquaredError
+
+    X, y = loss.X, loss.y
+    return SquaredError([x * math.sqrt(max(len(v), 1)) for x, v in zip(X, y)],
+                        [v * math.sqrt(max(len(v), 1)) for v in y], d=loss.d)
+
+
+def _sbm_problem(p: dict, lam: float):
+    """The Table I setting: SBM graph, the paper's linear model, squared error + nLasso."""
+    from ..data import linear_model
+    from ..graphs import sbm
+    from ..losses import SquaredError
+    from ..penalties import Norm2
+    from ..problem import GTVProblem
+
+    g_rng, d_rng = _seeds(p["seed"], 2)
+    graph, labels = sbm(list(p["sizes"]), p["p_in"], p["p_out"], seed=g_rng)
+    ds = linear_model(labels, int(p["d"]), int(p["m"]), sigma=float(p["sigma"]), seed=d_rng)
+    problem = GTVProblem(graph, SquaredError(ds.X, ds.y, d=int(p["d"])), Norm2(), lam)
+    return problem, ds.truth.W, labels
+
+
+def _new_figure(width=6.4, height=4.0, ncols=1, nrows=1, **kw):
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height))
+    axes = fig.subplots(nrows, ncols, squeeze=False, **kw)
+    return fig, axes
+
+
+# =======================================================================================
+# Study 1: Table I
+# =======================================================================================
+@_single_threaded
+def sbm_table1(params: dict, out_dir: Path, *, quick: bool = False) -> ExperimentOutput:
+    """Table I: certified GTV, plain Algorithm 1 after fixed iteration counts, and the baselines."""
+    from ..baselines import fedavg, ifca, local_only, oracle_fedavg
+    from ..metrics import adjusted_rand_index, mse
+    from ..penalties import Norm1
+    from ..problem import GTVProblem
+
+    p = _params("paper_sbm_table1", params, quick)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    t_start = time.perf_counter()
+    problem, W_true, labels = _sbm_problem(p, float(p["lam"]))
+    loss = problem.loss
+    sep = float(np.linalg.norm(W_true[labels == 0][0] - W_true[labels == 1][0])) if labels.max() > 0 else 1.0
+    rows = []
+
+    def add(method, W, *, paper=None, iterations=None, seconds=None, rel_gap=None, status="", clusters=None,
+            note=""):
+        ari = adjusted_rand_index(labels, clusters) if clusters is not None else None
+        rows.append({"method": method, "paper_mse": paper, "weight_mse": mse(W, W_true),
+                     "prediction_mse": prediction_mse(loss, W), "ari": ari, "iterations": iterations,
+                     "seconds": seconds, "rel_gap": rel_gap, "status": status, "note": note})
+
+    # --- GTV, certified (restarted Halpern PDHG)
+    gtv, secs, trace_gtv = _certified_with_trace(problem, float(p["tol"]), W_true)
+    add(f"GTV nLasso lam={_fmt(p['lam'])}, certified (fast core)", gtv.W, paper=PAPER_VALUES["gtv"],
+        iterations=gtv.iterations, seconds=secs, rel_gap=gtv.rel_gap, status=str(gtv.status),
+        clusters=solution_clusters(problem.graph, gtv.W, 1e-3 * sep),
+        note="mean loss (1/m_i)||y_i - X_i w||^2")
+    # --- the paper's Algorithm 1 (plain PDHG, fixed steps) after fixed iteration counts
+    captured, trace_plain, secs_plain, _ = _plain_algorithm1(problem, p["pdhg_iterations"], p["pdhg_check_every"],
+                                                             W_true)
+    for k in sorted(captured):
+        W_k, gap_k = captured[k]
+        add(f"Algorithm 1 (plain PDHG), {k} iterations", W_k, iterations=k, rel_gap=gap_k,
+            seconds=secs_plain * k / max(captured), status="fixed iterations",
+            note="same problem; not converged" if gap_k > p["tol"] else "same problem")
+    # --- the authors' scaling: sum of squared errors per node, the same lam
+    authors = {}
+    if p["authors_scaling"]:
+        prob_a = GTVProblem(problem.graph, _scaled_sum_loss(loss), problem.penalty, float(p["lam"]))
+        gtv_a, secs_a, trace_ga = _certified_with_trace(prob_a, float(p["tol"]), W_true)
+        add(f"GTV nLasso, authors' scaling (sum loss), lam={_fmt(p['lam'])}, certified", gtv_a.W,
+            iterations=gtv_a.iterations, seconds=secs_a, rel_gap=gtv_a.rel_gap, status=str(gtv_a.status),
+            clusters=solution_clusters(problem.graph, gtv_a.W, 1e-3 * sep),
+            note=f"= mean loss with lam={_fmt(p['lam'] / p['m'])}")
+        cap_a, trace_pa, secs_pa, _ = _plain_algorithm1(prob_a, p["pdhg_iterations"], p["pdhg_check_every"], W_true)
+        for k in sorted(cap_a):
+            W_k, gap_k = cap_a[k]
+            add(f"Algorithm 1, authors' scaling, {k} iterations", W_k, iterations=k, rel_gap=gap_k,
+                seconds=secs_pa * k / max(cap_a), status="fixed iterations",
+                paper=PAPER_VALUES["gtv"] if k == 2000 else None,
+                note="the notebook's Table I run: K = 2000" if k == 2000 else "")
+        prob_l1 = GTVProblem(problem.graph, prob_a.loss, Norm1(), float(p["lam"]))
+        gtv_l1, secs_l1 = _solve(prob_l1, float(p["tol"]))
+        add(f"GTV l1 penalty, authors' scaling, lam={_fmt(p['lam'])}, certified", gtv_l1.W,
+            iterations=gtv_l1.iterations, seconds=secs_l1, rel_gap=gtv_l1.rel_gap, status=str(gtv_l1.status),
+            clusters=solution_clusters(problem.graph, gtv_l1.W, 1e-3 * sep),
+            note="the penalty of the notebook's printed Table I run")
+        authors = {"trace": trace_pa, "gtv": gtv_a, "trace_gtv": trace_ga, "gtv_l1": gtv_l1}
+    # --- baselines
+    t0 = time.perf_counter()
+    res = ifca(problem, int(labels.max()) + 1, n_restarts=int(p["ifca_restarts"]), seed=_seeds(p["seed"], 3)[2])
+    add(f"IFCA, exact refits, {p['ifca_restarts']} restarts (best training loss)", res.W, paper=PAPER_VALUES["ifca"],
+        iterations=res.iterations, seconds=time.perf_counter() - t0, clusters=res.labels,
+        status="converged" if res.info["converged"] else "max rounds")
+    t0 = time.perf_counter()
+    res_p = ifca(problem, int(labels.max()) + 1, n_restarts=1, seed=_seeds(p["seed"], 4)[3], init="bernoulli",
+                 refit="gradient", lr=float(p["ifca_paper_lr"]), max_rounds=int(p["ifca_paper_rounds"]))
+    add(f"IFCA, paper's protocol (gradient steps lr={_fmt(p['ifca_paper_lr'])}, {p['ifca_paper_rounds']} rounds, "
+        "{0,1} init, 1 run)", res_p.W, paper=PAPER_VALUES["ifca"], iterations=res_p.iterations,
+        seconds=time.perf_counter() - t0, clusters=res_p.labels, status="fixed rounds")
+    t0 = time.perf_counter()
+    res_f = fedavg(problem)
+    add("FedAvg (one pooled model, exact)", res_f.W, paper=PAPER_VALUES["fedavg"], seconds=time.perf_counter() - t0,
+        clusters=res_f.labels, status="exact")
+    t0 = time.perf_counter()
+    res_o = oracle_fedavg(problem, labels)
+    add("oracle cluster-wise FedAvg (true clusters)", res_o.W, seconds=time.perf_counter() - t0, clusters=res_o.labels,
+        status="exact")
+    t0 = time.perf_counter()
+    res_l = local_only(problem)
+    add("local models only (lam = 0, min-norm least squares)", res_l.W, seconds=time.perf_counter() - t0,
+        status="exact", note=f"m_i = {p['m']} < d = {p['d']}" if p["m"] < p["d"] else "")
+    table = pd.DataFrame(rows)
+
+    # --- figures
+    figures = []
+    fig, axes = _new_figure(7.5, 4.2)
+    ax = axes[0, 0]
+    short = ["GTV certified", *[f"Alg.1 {k} it" for k in sorted(captured)]]
+    if p["authors_scaling"]:
+        short += ["GTV sum-loss", *[f"Alg.1 sum {k} it" for k in sorted(cap_a)], "GTV l1 sum-loss"]
+    short += ["IFCA (restarts)", "IFCA (paper prot.)", "FedAvg", "oracle", "local"]
+    x = np.arange(len(table))
+    ax.bar(x - 0.2, table["weight_mse"], width=0.4, label="MSE of weights (measured)", color="tab:blue")
+    ax.bar(x + 0.2, table["prediction_mse"], width=0.4, label="training prediction MSE (measured)",
+           color="tab:orange")
+    has_paper = table["paper_mse"].notna()
+    ax.scatter(x[has_paper], table["paper_mse"][has_paper], marker="*", s=120, color="black", zorder=3,
+               label="paper (Table I)")
+    ax.set_yscale("log")
+    ax.set_ylim(1e-9, 1e2)  # local models interpolate (prediction MSE ~ 1e-15): clipped
+    ax.set_xticks(x)
+    ax.set_xticklabels(short, rotation=40, ha="right", fontsize=8)
+    ax.set_ylabel("MSE")
+    ax.set_title("Table I setting: SBM 2 x 100, d = 100, m_i = 10, nLasso")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    figures.append(_save(fig, out_dir / "table1_mse.png"))
+
+    fig, axes = _new_figure(11.0, 4.0, ncols=2)
+    curves = [("fast core (restarted Halpern PDHG)", trace_gtv, "-", "."), ("plain Algorithm 1", trace_plain, "-", "o")]
+    if authors:
+        curves += [("fast core, authors' scaling", authors["trace_gtv"], "--", "."),
+                   ("Algorithm 1, authors' scaling", authors["trace"], "--", "o")]
+    for label, trace, ls, marker in curves:
+        it, gap, err = zip(*trace)
+        axes[0, 0].semilogy(it, gap, ls=ls, marker=marker, ms=4, label=label)
+        axes[0, 1].semilogy(it, err, ls=ls, marker=marker, ms=4, label=label)
+    axes[0, 0].axhline(float(p["tol"]), color="gray", lw=0.8)
+    axes[0, 0].set_ylabel("certified relative duality gap")
+    axes[0, 1].set_ylabel("MSE of the weights")
+    for ax in axes[0]:
+        ax.set_xlabel("iteration")
+        ax.grid(alpha=0.3)
+    axes[0, 0].legend(fontsize=7)
+    fig.suptitle("What restarts buy: the same GTV problem, plain Algorithm 1 versus the fast core", fontsize=10)
+    fig.tight_layout()
+    figures.append(_save(fig, out_dir / "table1_convergence.png"))
+
+    def row_of(prefix):
+        sel = table[table["method"].str.startswith(prefix)]
+        return sel.iloc[0] if len(sel) else None
+
+    r_gtv = row_of("GTV nLasso lam")
+    r_ifca = row_of("IFCA, exact")
+    r_ifcap = row_of("IFCA, paper")
+    r_fed = row_of("FedAvg")
+    r_or = row_of("oracle")
+    measured = {
+        "gtv_mse": r_gtv["weight_mse"], "gtv_prediction_mse": r_gtv["prediction_mse"], "gtv_rel_gap": gtv.rel_gap,
+        "gtv_ari": r_gtv["ari"], "gtv_iterations": gtv.iterations,
+        "ifca_mse": r_ifca["weight_mse"], "ifca_prediction_mse": r_ifca["prediction_mse"], "ifca_ari": r_ifca["ari"],
+        "ifca_paper_protocol_mse": r_ifcap["weight_mse"], "ifca_paper_protocol_ari": r_ifcap["ari"],
+        "ifca_paper_protocol_prediction_mse": r_ifcap["prediction_mse"],
+        "fedavg_mse": r_fed["weight_mse"], "fedavg_prediction_mse": r_fed["prediction_mse"],
+        "oracle_mse": r_or["weight_mse"], "oracle_prediction_mse": r_or["prediction_mse"],
+        "seconds": time.perf_counter() - t_start,
+    }
+    for k in sorted(captured):
+        measured[f"algorithm1_{k}_mse"] = mse(captured[k][0], W_true)
+        measured[f"algorithm1_{k}_rel_gap"] = captured[k][1]
+    short, long = min(captured), max(captured)  # role names that do not depend on the counts (quick mode)
+    for role, k in (("short", short), ("long", long)):
+        measured[f"algorithm1_{role}_mse"] = mse(captured[k][0], W_true)
+        measured[f"algorithm1_{role}_rel_gap"] = captured[k][1]
+    if authors:
+        measured["authors_gtv_mse"] = mse(authors["gtv"].W, W_true)
+        measured["authors_gtv_prediction_mse"] = prediction_mse(loss, authors["gtv"].W)
+        measured["authors_gtv_rel_gap"] = authors["gtv"].rel_gap
+        for k in sorted(cap_a):
+            measured[f"authors_algorithm1_{k}_mse"] = mse(cap_a[k][0], W_true)
+            measured[f"authors_algorithm1_{k}_prediction_mse"] = prediction_mse(loss, cap_a[k][0])
+            measured[f"authors_algorithm1_{k}_rel_gap"] = cap_a[k][1]
+        for role, k in (("short", min(cap_a)), ("long", max(cap_a))):
+            measured[f"authors_algorithm1_{role}_mse"] = mse(cap_a[k][0], W_true)
+            measured[f"authors_algorithm1_{role}_prediction_mse"] = prediction_mse(loss, cap_a[k][0])
+            measured[f"authors_algorithm1_{role}_rel_gap"] = cap_a[k][1]
+        measured["authors_gtv_l1_mse"] = mse(authors["gtv_l1"].W, W_true)
+        measured["authors_gtv_l1_prediction_mse"] = prediction_mse(loss, authors["gtv_l1"].W)
+    measured = {k: float(v) for k, v in measured.items() if v is not None}
+
+    md = _table1_markdown(p, table, measured, gtv, figures)
+    result = {"params": p, "table": table, "measured": measured, "figures": figures, "markdown": md}
+    _SESSION["paper_sbm_table1"] = result
+    return ExperimentOutput(title="Table I: two-cluster SBM, GTV versus federated-learning baselines", markdown=md,
+                            tables={"table1": table}, figures=figures, measured=measured)
+
+
+def _save(fig, path: Path) -> Path:
+    fig.savefig(path, dpi=110)
+    return Path(path)
+
+
+def _table1_markdown(p, table, measured, gtv, figures) -> str:
+    cols = ["method", "paper_mse", "weight_mse", "prediction_mse", "ari", "iterations", "rel_gap", "seconds"]
+    lines = [
+        f"Setting: SBM with {p['sizes']} nodes, p_in = {p['p_in']}, p_out = {p['p_out']}; node i holds m_i = {p['m']} "
+        f"samples x ~ N(0, I_{p['d']}), y = w_c^T x + {p['sigma']} e, cluster weights with entries uniform on "
+        f"{{0, 0.5}}; squared-error loss (1/m_i)||y_i - X_i w||^2, nLasso penalty, lam = {p['lam']}. Seed {p['seed']}.",
+        "",
+        "`weight_mse` = (1/n) sum_i ||w_i - w_true_i||^2 (the measure this project uses); `prediction_mse` = mean of "
+        "(y - x^T w_i)^2 over all training samples, which is what the authors' notebook prints for Table I "
+        "(source: " + SOURCES["notebook_sbm"] + ").",
+        "",
+        _md_table(table, cols),
+        "",
+        f"![Table I MSE]({figures[0].name})",
+        "",
+        f"![convergence]({figures[1].name})",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+
+# =======================================================================================
+# Study 2: Fig. 2, MSE versus the number of clusters
+# =======================================================================================
+@_single_threaded
+def sbm_k_clusters(params: dict, out_dir: Path, *, quick: bool = False) -> ExperimentOutput:
+    """Fig. 2: MSE versus the number of clusters k for GTV, IFCA, FedAvg and oracle FedAvg."""
+    from ..baselines import fedavg, ifca, oracle_fedavg
+    from ..data import linear_model
+    from ..graphs import sbm
+    from ..losses import SquaredError
+    from ..metrics import adjusted_rand_index, mse
+    from ..penalties import Norm2
+    from ..problem import GTVProblem
+
+    p = _params("paper_sbm_k_clusters", params, quick)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    t_start = time.perf_counter()
+    ks = [int(k) for k in p["ks"]]
+    rngs = _seeds(p["seed"], 3 * len(ks))
+    rows = []
+    for idx, k in enumerate(ks):
+        n = int(p["n_nodes"])
+        sizes = [n // k + (1 if c < n % k else 0) for c in range(k)]
+        graph, labels = sbm(sizes, p["p_in"], p["p_out"], seed=rngs[3 * idx])
+        ds = linear_model(labels, int(p["d"]), int(p["m"]), sigma=float(p["sigma"]), seed=rngs[3 * idx + 1])
+        problem = GTVProblem(graph, SquaredError(ds.X, ds.y, d=int(p["d"])), Norm2(), float(p["lam"]))
+        W_true = ds.truth.W
+        gtv, secs = _solve(problem, float(p["tol"]))
+        sep = min(np.linalg.norm(W_true[labels == a][0] - W_true[labels == b][0])
+                  for a in range(k) for b in range(a + 1, k))
+        t0 = time.perf_counter()
+        res_i = ifca(problem, k, n_restarts=int(p["ifca_restarts"]), seed=rngs[3 * idx + 2])
+        secs_i = time.perf_counter() - t0
+        res_f = fedavg(problem)
+        res_o = oracle_fedavg(problem, labels)
+        gtv_clusters = solution_clusters(graph, gtv.W, 1e-3 * max(sep, 1e-12))
+        cert = flow_recovery_certificate(problem, labels)
+        rows.append({"k": k, "flow_certified": cert["certified"], "congestion": cert["congestion"],
+                     "cluster_sizes": "/".join(map(str, sizes)), "edges": graph.n_edges,
+                     "boundary_edges": int((labels[graph.edges[:, 0]] != labels[graph.edges[:, 1]]).sum()),
+                     "gtv_mse": mse(gtv.W, W_true), "gtv_rel_gap": gtv.rel_gap, "gtv_status": str(gtv.status),
+                     "gtv_iterations": gtv.iterations, "gtv_seconds": secs,
+                     "gtv_clusters": int(gtv_clusters.max()) + 1, "gtv_ari": adjusted_rand_index(labels, gtv_clusters),
+                     "ifca_mse": mse(res_i.W, W_true), "ifca_ari": adjusted_rand_index(labels, res_i.labels),
+                     "ifca_seconds": secs_i, "fedavg_mse": mse(res_f.W, W_true), "oracle_mse": mse(res_o.W, W_true)})
+    table = pd.DataFrame(rows)
+    fig, axes = _new_figure(6.4, 4.0)
+    ax = axes[0, 0]
+    for col, label, marker in (("gtv_mse", "GTV (nLasso, certified)", "o"), ("ifca_mse", "IFCA (restarts)", "s"),
+                               ("fedavg_mse", "FedAvg", "^"), ("oracle_mse", "oracle cluster-wise FedAvg", "x")):
+        ax.semilogy(table["k"], table[col], marker=marker, label=label)
+    ax.set_xlabel("number of clusters k")
+    ax.set_ylabel("MSE of the local models")
+    ax.set_title(f"SBM with {p['n_nodes']} nodes in k clusters (Fig. 2 setting)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    figures = [_save(fig, out_dir / "k_clusters_mse.png")]
+    measured = {"max_gtv_mse": float(table["gtv_mse"].max()), "max_gtv_rel_gap": float(table["gtv_rel_gap"].max()),
+                "min_gtv_ari": float(table["gtv_ari"].min()), "max_oracle_mse": float(table["oracle_mse"].max()),
+                "min_fedavg_mse": float(table["fedavg_mse"].min()), "max_ifca_mse": float(table["ifca_mse"].max()),
+                "min_ifca_ari": float(table["ifca_ari"].min()),
+                "ifca_failures": float((table["ifca_ari"] < 0.999).sum()),
+                "gtv_not_flow_certified": float((~table["flow_certified"]).sum()),
+                "seconds": time.perf_counter() - t_start}
+    cols = ["k", "cluster_sizes", "boundary_edges", "gtv_mse", "gtv_rel_gap", "gtv_clusters", "gtv_ari",
+            "flow_certified", "congestion", "ifca_mse", "ifca_ari", "fedavg_mse", "oracle_mse", "gtv_seconds"]
+    md = "\n".join([
+        f"Setting: {p['n_nodes']} nodes split as evenly as possible into k clusters, SBM p_in = {p['p_in']}, "
+        f"p_out = {p['p_out']}, d = {p['d']}, m_i = {p['m']}, sigma = {p['sigma']}, nLasso lam = {p['lam']}, "
+        f"certified to rel. gap {p['tol']}; IFCA with the true k and {p['ifca_restarts']} restarts. Seed {p['seed']}. "
+        "`flow_certified` / `congestion`: the network-flow conditions of the lam guidance section at this lam "
+        "(congestion < 1 certifies that the GTV solution is exactly cluster-wise constant).",
+        "", _md_table(table, cols), "", f"![MSE versus k]({figures[0].name})", ""])
+    _SESSION["paper_sbm_k_clusters"] = {"params": p, "table": table, "measured": measured, "figures": figures,
+                                        "markdown": md}
+    return ExperimentOutput(title="Fig. 2: MSE versus the number of clusters", markdown=md,
+                            tables={"k_clusters": table},
+                            figures=figures, measured=measured)
+
+
+# =======================================================================================
+# Study 3: Figs. 3-4, the chain
+# =======================================================================================
+def _chain_data(p, rho, sigma, rng):
+    """Features and labels of one chain repetition (the same data for every eps and penalty)."""
+    from ..data import observed_nodes
+
+    size = int(p["cluster_size"])
+    labels = np.repeat([0, 1], size)
+    weights = np.asarray(p["weights"], dtype=float)
+    W_true = weights[labels]
+    n, d, m = 2 * size, int(p["d"]), int(p["m"])
+    observed = observed_nodes(n, rho, rng)
+    counts = np.where(observed, m, 0)
+    X_all = rng.standard_normal((int(counts.sum()), d))
+    node = np.repeat(np.arange(n), counts)
+    y_all = np.einsum("kd,kd->k", X_all, W_true[node]) + sigma * rng.standard_normal(X_all.shape[0])
+    splits = np.cumsum(counts)[:-1]
+    return np.split(X_all, splits), np.split(y_all, splits), W_true
+
+
+@_single_threaded
+def chain_sweep(params: dict, out_dir: Path, *, quick: bool = False) -> ExperimentOutput:
+    """Figs. 3-4: MSE versus the bridge weight eps on a chain of two clusters."""
+    from ..graphs import clustered_chain
+    from ..losses import SquaredError
+    from ..metrics import mse
+    from ..penalties import get_penalty
+    from ..problem import GTVProblem
+
+    p = _params("paper_chain", params, quick)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    t_start = time.perf_counter()
+    size = int(p["cluster_size"])
+    eps_grid = [float(e) for e in p["eps"]]
+    graphs_by_eps = {e: clustered_chain([size, size], e)[0] for e in eps_grid}
+    penalties = {name: (get_penalty(name), float(lam)) for name, lam in p["penalties"].items()}
+    settings = [("rho", float(r), 0.0, float(r)) for r in p["rhos"]]
+    settings += [("sigma", float(s), float(s), float(p["sigma_rho"])) for s in p["sigmas"]]
+    reps = int(p["repetitions"])
+    rngs = _seeds(p["seed"], len(settings) * reps)
+    rows = []
+    worst_gap = 0.0
+    for si, (family, value, sigma, rho) in enumerate(settings):
+        for rep in range(reps):
+            X, y, W_true = _chain_data(p, rho, sigma, rngs[si * reps + rep])
+            loss = SquaredError(X, y, d=int(p["d"]))
+            for eps in eps_grid:
+                for name, (penalty, lam) in penalties.items():
+                    problem = GTVProblem(graphs_by_eps[eps], loss, penalty, lam)
+                    res, secs = _solve(problem, float(p["tol"]), max_iter=200_000)  # cold start from 0
+                    worst_gap = max(worst_gap, res.rel_gap)
+                    rows.append({"family": family, "value": value, "rho": rho, "sigma": sigma, "rep": rep, "eps": eps,
+                                 "penalty": name, "lam": lam, "mse": mse(res.W, W_true), "rel_gap": res.rel_gap,
+                                 "status": str(res.status), "iterations": res.iterations, "seconds": secs})
+    raw = pd.DataFrame(rows)
+    summary = (raw.groupby(["family", "value", "penalty", "eps"], sort=False)
+               .agg(mse_mean=("mse", "mean"), mse_std=("mse", "std"), mse_min=("mse", "min"), mse_max=("mse", "max"),
+                    worst_rel_gap=("rel_gap", "max"), seconds=("seconds", "sum")).reset_index())
+
+    # non-uniqueness: the same problem from two starting points (both certified)
+    nonunique = _chain_nonuniqueness(p, penalties, graphs_by_eps, settings, rngs)
+
+    figures = []
+    for family, fname, title in (("rho", "chain_mse_rho.png", "noise-free, fraction rho of nodes with data (Fig. 3)"),
+                                 ("sigma", "chain_mse_sigma.png",
+                                  f"rho = {p['sigma_rho']}, noise level sigma (Fig. 4)")):
+        sub = summary[summary["family"] == family]
+        if not len(sub):
+            continue
+        fig, axes = _new_figure(12.0, 3.8, ncols=len(penalties), sharey=True)
+        for ax, name in zip(axes[0], penalties):
+            for value, grp in sub[sub["penalty"] == name].groupby("value", sort=False):
+                mean = grp["mse_mean"].to_numpy()
+                std = np.nan_to_num(grp["mse_std"].to_numpy())
+                ax.errorbar(grp["eps"], mean, yerr=[np.minimum(std, mean * 0.999), std], marker="o", capsize=3,
+                            label=f"{family} = {_fmt(value)}")
+            ax.set_yscale("log")
+            ax.set_xlabel("bridge weight eps")
+            ax.set_title(f"{name}, lam = {_fmt(penalties[name][1])}", fontsize=9)
+            ax.grid(alpha=0.3)
+        axes[0, 0].set_ylabel("MSE (mean +- std over repetitions)")
+        axes[0, -1].legend(fontsize=8)
+        fig.suptitle(f"Chain of 2 x {size} nodes: {title}", fontsize=10)
+        fig.tight_layout()
+        figures.append(_save(fig, out_dir / fname))
+
+    def pick(family, value, penalty, eps):
+        sel = summary[(summary["family"] == family) & np.isclose(summary["value"], value)
+                      & (summary["penalty"] == penalty) & np.isclose(summary["eps"], eps)]
+        return float(sel["mse_mean"].iloc[0]) if len(sel) else float("nan")
+
+    rho_hi = float(max(p["rhos"]))
+    small_eps = [e for e in eps_grid if e <= 0.5]
+    measured = {"max_rel_gap": float(worst_gap),
+                "solves": float(len(raw)), "seconds": time.perf_counter() - t_start}
+    for name in penalties:
+        measured[f"{name}_small_eps_mse"] = float(np.nanmax([pick("rho", rho_hi, name, e) for e in small_eps]))
+        measured[f"{name}_large_eps_mse"] = pick("rho", rho_hi, name, max(eps_grid))
+    if nonunique:
+        measured["nonunique_mse_gap"] = float(abs(nonunique["mse_cold"] - nonunique["mse_warm"]))
+    md = _chain_markdown(p, summary, nonunique, figures, len(raw), time.perf_counter() - t_start)
+    _SESSION["paper_chain"] = {"params": p, "table": summary, "raw": raw, "measured": measured, "figures": figures,
+                               "markdown": md, "nonunique": nonunique}
+    return ExperimentOutput(title="Figs. 3-4: chain of two clusters, MSE versus the bridge weight", markdown=md,
+                            tables={"chain_summary": summary, "chain_runs": raw}, figures=figures, measured=measured)
+
+
+def _chain_nonuniqueness(p, penalties, graphs_by_eps, settings, rngs):
+    """Solve one chain problem with a bridge heavier than the intra-cluster edges from two starts.
+
+    With nodes without data and a norm penalty the GTV minimizer need not be unique (where a
+    run of data-free nodes switches from one cluster model to the other does not change the
+    objective), so the MSE of "the" solution depends on the solver's path.
+    """
+    from ..losses import SquaredError
+    from ..metrics import mse
+    from ..problem import GTVProblem
+
+    eps_hi = max(graphs_by_eps)
+    eps_lo = min((e for e in graphs_by_eps if e > 0), default=None)
+    if eps_lo is None or eps_hi <= 1.0 or "norm2" not in penalties:
+        return None
+    family, value, sigma, rho = min(settings, key=lambda s: s[3])  # fewest nodes with data
+    X, y, W_true = _chain_data(p, rho, sigma, np.random.default_rng(rngs[0].integers(2**32)))
+    loss = SquaredError(X, y, d=int(p["d"]))
+    penalty, lam = penalties["norm2"]
+    problem = GTVProblem(graphs_by_eps[eps_hi], loss, penalty, lam)
+    cold, _ = _solve(problem, 1e-9, max_iter=400_000)
+    start, _ = _solve(GTVProblem(graphs_by_eps[eps_lo], loss, penalty, lam), 1e-9, max_iter=400_000)
+    warm, _ = _solve(problem, 1e-9, max_iter=400_000, warm_start={"W": start.W})
+    return {"eps": eps_hi, "rho": rho, "penalty": "norm2", "warm_from_eps": eps_lo,
+            "mse_cold": mse(cold.W, W_true), "mse_warm": mse(warm.W, W_true),
+            "objective_cold": cold.primal, "objective_warm": warm.primal,
+            "rel_gap_cold": cold.rel_gap, "rel_gap_warm": warm.rel_gap,
+            "max_w_difference": float(np.abs(cold.W - warm.W).max())}
+
+
+def _chain_markdown(p, summary, nonunique, figures, n_solves, seconds) -> str:
+    pen = ", ".join(f"{k} (lam = {v})" for k, v in p["penalties"].items())
+    lines = [
+        f"Setting: a chain of 2 x {p['cluster_size']} nodes, intra-cluster edge weight 1, one bridge edge of "
+        "weight eps "
+        f"(eps = 0 removes it); cluster weights {p['weights']}; a fraction rho of the nodes (chosen at random) holds "
+        f"m_i = {p['m']} samples x ~ N(0, I_{p['d']}), y = w^T x + sigma e; penalties {pen}; squared-error loss. "
+        f"{p['repetitions']} repetitions (new features and new set of nodes with data; the same data for every eps and "
+        f"penalty), each solve certified to rel. gap {p['tol']} from a cold start W = 0. {n_solves} solves in "
+        f"{seconds:.0f} s. Seed {p['seed']}.",
+        "",
+    ]
+    for fig in figures:
+        lines += [f"![{fig.stem}]({fig.name})", ""]
+    for family in ("rho", "sigma"):
+        sub = summary[summary["family"] == family]
+        if not len(sub):
+            continue
+        wide = sub.pivot_table(index="eps", columns=["penalty", "value"], values="mse_mean", sort=False)
+        wide.columns = [f"{a}, {family}={_fmt(b)}" for a, b in wide.columns]
+        wide = wide.reset_index()
+        lines += [f"Mean MSE over repetitions ({'noise-free' if family == 'rho' else 'rho = ' + str(p['sigma_rho'])}):",
+                  "", _md_table(wide), ""]
+    if nonunique:
+        lines += [
+            f"Non-uniqueness: for eps = {nonunique['eps']} > 1 (the bridge is heavier than the intra-cluster edges), "
+            f"rho = {nonunique['rho']}, nLasso, two runs certified to rel. gap <= "
+            f"{_fmt(max(nonunique['rel_gap_cold'], nonunique['rel_gap_warm']))} "
+            f"with objectives {nonunique['objective_cold']:.10g} (from W = 0) and {nonunique['objective_warm']:.10g} "
+            f"(warm start from the eps = {nonunique['warm_from_eps']} solution) give MSE "
+            f"{_fmt(nonunique['mse_cold'])} and {_fmt(nonunique['mse_warm'])}. Nodes without data between the last "
+            "data node of one cluster and the first "
+            "of the other can switch models anywhere along the run at the same cost, so for eps >= 1 the MSE "
+            "measures one minimizer out of many (the solver's choice), not a property of the problem.",
+            ""]
+    return "\n".join(lines)
+
+
+# =======================================================================================
+# Study 5: regularization guidance (the flow conditions behind Theorem 2)
+# =======================================================================================
+def reduced_cluster_problem(problem, labels, lam: float | None = None):
+    """The GTV problem on the cluster quotient graph.
+
+    One node per cluster ``c`` with loss ``S_c(v) = sum_{i in c} L_i(v)`` (squared error,
+    compressed to ``rank(H_c)`` rows with the same Hessian and gradient) and one edge per pair
+    of clusters joined by boundary edges, with weight ``A_cc' = sum of their weights``; same
+    penalty. If the GTV solution is constant on every cluster, its cluster values solve this
+    problem (sum the node optimality conditions over a cluster: the intra-cluster flows cancel).
+
+    Returns
+    -------
+    GTVProblem (k nodes) and the quotient edges as an array of cluster pairs.
+    """
+    from ..graph import Graph
+    from ..losses import SquaredError
+    from ..problem import GTVProblem
+
+    loss = problem.loss
+    if not isinstance(loss, SquaredError):
+        raise ValueError("reduced_cluster_problem needs a squared-error loss")
+    labels = np.asarray(labels)
+    k = int(labels.max()) + 1
+    d = loss.d
+    weight = 1.0 / loss.counts[loss.node_of_sample]
+    cl = labels[loss.node_of_sample]
+    Xs, ys = [], []
+    for c in range(k):  # one compressed design per cluster
+        sel = cl == c
+        X, y, s = loss.X_all[sel], loss.y_all[sel], weight[sel]
+        H = (X.T * s) @ X
+        g = X.T @ (s * y)
+        lam_h, V = np.linalg.eigh(H)
+        keep = lam_h > lam_h.max(initial=0.0) * d * np.finfo(float).eps
+        r = int(keep.sum())
+        if r == 0:
+            Xs.append(np.zeros((0, d)))
+            ys.append(np.zeros(0))
+            continue
+        root = np.sqrt(lam_h[keep])
+        Xs.append(math.sqrt(r) * (root[:, None] * V[:, keep].T))
+        ys.append(math.sqrt(r) * (V[:, keep].T @ g) / root)
+    e = problem.graph.edges
+    a, b = labels[e[:, 0]], labels[e[:, 1]]
+    cross = a != b
+    lo, hi = np.minimum(a[cross], b[cross]), np.maximum(a[cross], b[cross])
+    pairs, inverse = np.unique(np.column_stack([lo, hi]), axis=0, return_inverse=True)
+    A = np.bincount(inverse.reshape(-1), problem.graph.weights[cross], minlength=len(pairs))
+    graph = Graph.from_edges(k, pairs if len(pairs) else np.zeros((0, 2), dtype=np.int64), A if len(pairs) else None)
+    reduced = GTVProblem(graph, SquaredError(Xs, ys, d=d), problem.penalty, problem.lam if lam is None else lam)
+    return reduced, pairs
+
+
+def _cluster_quadratics(loss, labels):
+    """``H_c, g_c`` with ``sum_{i in c} L_i(v) = v^T H_c v - 2 g_c^T v + const`` (squared error)."""
+    weight = 1.0 / loss.counts[loss.node_of_sample]
+    cl = np.asarray(labels)[loss.node_of_sample]
+    k = int(np.max(labels)) + 1
+    H = np.zeros((k, loss.d, loss.d))
+    g = np.zeros((k, loss.d))
+    for c in range(k):
+        sel = cl == c
+        X, y, s = loss.X_all[sel], loss.y_all[sel], weight[sel]
+        H[c] = (X.T * s) @ X
+        g[c] = X.T @ (s * y)
+    return H, g
+
+
+def _polish_reduced(H, g, pairs, A, lam, v, *, max_iter=50):
+    """Newton's method on the reduced nLasso objective where every quotient difference is nonzero.
+
+    ``f(v) = sum_c (v_c^T H_c v_c - 2 g_c^T v_c) + lam sum_q A_q ||v_a - v_b||`` is smooth there;
+    a few damped Newton steps from the first-order solution reach rounding accuracy.
+    """
+    k, d = v.shape
+
+    def value(x):
+        diff = x[pairs[:, 0]] - x[pairs[:, 1]]
+        return float(np.einsum("cd,cde,ce->", x, H, x) - 2 * np.einsum("cd,cd->", g, x)
+                     + lam * (A * np.linalg.norm(diff, axis=1)).sum())
+
+    x = v.copy()
+    f = value(x)
+    for _ in range(max_iter):
+        grad = 2 * np.einsum("cde,ce->cd", H, x) - 2 * g
+        hess = np.zeros((k * d, k * d))
+        for c in range(k):
+            hess[c * d:(c + 1) * d, c * d:(c + 1) * d] = 2 * H[c]
+        for q, (a, b) in enumerate(pairs):
+            diff = x[a] - x[b]
+            nrm = np.linalg.norm(diff)
+            if nrm == 0:
+                return v, False
+            u = diff / nrm
+            grad[a] += lam * A[q] * u
+            grad[b] -= lam * A[q] * u
+            block = lam * A[q] * (np.eye(d) - np.outer(u, u)) / nrm
+            for i, j, sgn in ((a, a, 1), (b, b, 1), (a, b, -1), (b, a, -1)):
+                hess[i * d:(i + 1) * d, j * d:(j + 1) * d] += sgn * block
+        step = -np.linalg.lstsq(hess, grad.reshape(-1), rcond=None)[0].reshape(k, d)
+        decrement = float(-(grad.reshape(-1) @ step.reshape(-1)))
+        if decrement <= 1e-10 * (1 + abs(f)):
+            # quadratic region: full steps (an Armijo test cannot resolve these decreases in rounding)
+            x = x + step
+            if decrement <= 1e-26 * (1 + abs(f)):
+                break
+            f = value(x)
+            continue
+        t = 1.0
+        while t > 1e-10:
+            f_new = value(x + t * step)
+            if f_new <= f - 0.25 * t * decrement:
+                break
+            t *= 0.5
+        x = x + t * step
+        f = f_new
+    return x, True
+
+
+def flow_recovery_certificate(problem, labels, *, tol: float = 1e-11, fusion_tol: float = 1e-6):
+    """Check the network-flow (KKT) conditions for exact recovery of the clusters ``labels``.
+
+    Exact recovery means that the GTV minimizer is constant on every cluster and different on
+    neighbouring clusters. With the nLasso penalty this holds (and the minimizer is unique)
+    when
+
+    1. the cluster-reduced problem (:func:`reduced_cluster_problem`) keeps all clusters apart;
+       its solution ``v`` fixes the flow on every boundary edge to the capacity,
+       ``U_e = lam A_e (v_a - v_b) / ||v_a - v_b||``;
+    2. inside every cluster there is a flow that routes the remaining node demands
+       ``q_i = -grad L_i(v_c) - (D_bd^T U_bd)_i`` with ``||U_e|| < lam A_e``.
+
+    Condition 2 is checked with the electrical flow (conductances ``A_e``): ``U_e = A_e
+    (phi_i - phi_j)`` with ``L_c phi = q_c``; its congestion ``max_e ||phi_i - phi_j|| / lam``
+    below 1 certifies condition 2 (the electrical flow is one feasible routing, so this is
+    sufficient, not necessary). Then ``(W = v[labels], U)`` satisfies every KKT condition, and
+    strict capacity slack inside the clusters forces every minimizer to be cluster-wise
+    constant; with full-rank cluster Hessians the reduced problem, hence the GTV minimizer, is
+    unique.
+
+    This is the mechanism of the paper's analysis (a flow through each well-connected
+    cluster with capacities ``lam A_e``, Sec. V); it is evaluated here in its exact form
+    instead of through the constants of Theorem 2.
+
+    Returns
+    -------
+    dict with ``separated``, ``congestion``, ``certified`` (bool), ``v`` (cluster values),
+    ``reduced_rel_gap``, ``demand_residual``.
+    """
+    from ..solvers import solve
+
+    labels = np.asarray(labels)
+    reduced, pairs = reduced_cluster_problem(problem, labels)
+    red = solve(reduced, tol=tol, max_iter=200_000)
+    v = red.W
+    lam = problem.lam
+    out = {"v": v, "reduced_rel_gap": red.rel_gap, "separated": True, "congestion": float("nan"),
+           "certified": False, "demand_residual": float("nan")}
+    scale = max(float(np.linalg.norm(v, axis=1).max(initial=0.0)), 1e-300)
+    if len(pairs):
+        gaps = np.linalg.norm(v[pairs[:, 0]] - v[pairs[:, 1]], axis=1)
+        out["separated"] = bool((gaps > fusion_tol * scale).all())
+    if not out["separated"] or lam <= 0:
+        return out
+    if len(pairs):
+        H, g = _cluster_quadratics(problem.loss, labels)
+        v, ok = _polish_reduced(H, g, pairs, reduced.graph.weights, lam, v)
+        out["v"] = v
+    graph = problem.graph
+    e = graph.edges
+    la, lb = labels[e[:, 0]], labels[e[:, 1]]
+    cross = la != lb
+    diff = v[la[cross]] - v[lb[cross]]
+    U_bd = (lam * graph.weights[cross] / np.linalg.norm(diff, axis=1))[:, None] * diff
+    W = v[labels]
+    demand = -problem.loss.gradient(W)
+    # subtract the boundary flows' divergence (D^T U)_i = sum_{e: i = e+} U_e - sum_{e: i = e-} U_e
+    np.add.at(demand, e[cross, 0], -U_bd)
+    np.add.at(demand, e[cross, 1], U_bd)
+    worst = 0.0
+    residual = 0.0
+    intra = ~cross
+    from scipy.sparse.csgraph import connected_components
+    from scipy.sparse import csr_matrix
+
+    for c in range(int(labels.max()) + 1):  # one Laplacian solve per cluster
+        nodes = np.flatnonzero(labels == c)
+        pos = np.full(graph.n, -1)
+        pos[nodes] = np.arange(nodes.size)
+        sel = intra & (la == c)
+        ei, ej, w = pos[e[sel, 0]], pos[e[sel, 1]], graph.weights[sel]
+        nc = nodes.size
+        adj = csr_matrix((w, (ei, ej)), shape=(nc, nc))
+        ncomp, comp = connected_components(adj, directed=False)
+        L = np.zeros((nc, nc))
+        np.add.at(L, (ei, ei), w)
+        np.add.at(L, (ej, ej), w)
+        np.add.at(L, (ei, ej), -w)
+        np.add.at(L, (ej, ei), -w)
+        q = demand[nodes]
+        phi = np.zeros_like(q)
+        for t in range(ncomp):
+            members = np.flatnonzero(comp == t)
+            total = q[members].sum(axis=0)
+            residual = max(residual, float(np.linalg.norm(total) / max(np.abs(q).sum(), 1e-300)))
+            if members.size == 1:
+                if np.linalg.norm(total) > 1e-9 * max(np.abs(q).sum(), 1e-300):
+                    worst = np.inf  # an isolated node with unmet demand: no intra flow exists
+                continue
+            qq = q[members] - total / members.size  # remove the reduced solver's rounding residual
+            Lm = L[np.ix_(members, members)]
+            sub = np.linalg.solve(Lm[1:, 1:], qq[1:])  # ground the first node
+            phi[members[1:]] = sub
+        if sel.any():
+            worst = max(worst, float(np.linalg.norm(phi[ei] - phi[ej], axis=1).max() / lam))
+    out["congestion"] = worst
+    out["demand_residual"] = residual
+    out["certified"] = bool(worst < 1.0 and residual < 1e-8)
+    return out
+
+
+@_single_threaded
+def lam_guidance(params: dict, out_dir: Path, *, quick: bool = False) -> ExperimentOutput:
+    """lam sweep on the Table I setting: MSE, recovered clusters and the certified recovery window."""
+    from ..metrics import adjusted_rand_index, mse
+
+    p = _params("paper_lam_guidance", params, quick)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    t_start = time.perf_counter()
+    lams = sorted(float(x) for x in p["lams"])
+    problem0, W_true, labels = _sbm_problem(p, lams[0])
+    k = int(labels.max()) + 1
+    rows = []
+    prev = None
+    for lam in lams:  # warm-started sweep
+        problem = problem0.with_lam(lam)
+        res, secs = _solve(problem, float(p["tol"]), warm_start=prev)
+        prev = res
+        cert = flow_recovery_certificate(problem, labels, fusion_tol=float(p["fusion_tol"]))
+        v = cert["v"]
+        sep = max(min(np.linalg.norm(v[a] - v[b]) for a in range(k) for b in range(a + 1, k)) if k > 1 else 1.0,
+                  1e-12)
+        scale_true = min(np.linalg.norm(W_true[labels == a][0] - W_true[labels == b][0])
+                         for a in range(k) for b in range(a + 1, k)) if k > 1 else 1.0
+        clusters = solution_clusters(problem.graph, res.W, float(p["fusion_tol"]) * scale_true)
+        n_clusters = int(clusters.max()) + 1
+        ari = adjusted_rand_index(labels, clusters)
+        deviation = float(np.linalg.norm(res.W - v[labels], axis=1).max()
+                          / max(np.linalg.norm(v, axis=1).max(), 1e-300))
+        rows.append({"lam": lam, "mse": mse(res.W, W_true), "reduced_mse": mse(v[labels], W_true),
+                     "rel_gap": res.rel_gap, "status": str(res.status), "iterations": res.iterations, "seconds": secs,
+                     "clusters_found": n_clusters, "ari": ari,
+                     "recovered": bool(ari > 0.999999 and n_clusters == k),
+                     "deviation_from_clusterwise": deviation, "reduced_separated": cert["separated"],
+                     "congestion": cert["congestion"], "predicted_recovery": cert["certified"],
+                     "cluster_separation": sep})
+    table = pd.DataFrame(rows)
+
+    # the certified window, refined by bisection in log(lam) at the transitions of the grid
+    def predicted(lam):
+        return flow_recovery_certificate(problem0.with_lam(lam), labels, fusion_tol=float(p["fusion_tol"]))["certified"]
+
+    grid = np.logspace(math.log10(lams[0]) - 1, math.log10(lams[-1]) + 1, int(p["window_grid"]))
+    flags = [predicted(x) for x in grid]
+    edges = []
+    for i in range(len(grid) - 1):
+        if flags[i] != flags[i + 1]:
+            a, b = math.log(grid[i]), math.log(grid[i + 1])
+            fa = flags[i]
+            for _ in range(int(p["bisection_steps"])):
+                mid = 0.5 * (a + b)
+                if predicted(math.exp(mid)) == fa:
+                    a = mid
+                else:
+                    b = mid
+            edges.append((math.exp(0.5 * (a + b)), "enters" if not fa else "leaves"))
+    lam_lo = next((x for x, kind in edges if kind == "enters"), grid[0] if flags[0] else float("nan"))
+    lam_hi = next((x for x, kind in edges if kind == "leaves"), grid[-1] if flags[-1] else float("nan"))
+    # closed form of the upper end for two clusters: fusion of the reduced problem at the pooled model
+    lam_hi_closed = float("nan")
+    if k == 2:
+        from ..baselines import fit_pooled
+
+        red, pairs = reduced_cluster_problem(problem0, labels)
+        w_pool, _, _ = fit_pooled(problem0.loss, np.ones(problem0.n, dtype=bool))
+        grad = red.loss.gradient(np.tile(w_pool, (2, 1)))[0]
+        lam_hi_closed = float(np.linalg.norm(grad) / red.graph.weights.sum())
+
+    agree = table["predicted_recovery"] <= table["recovered"]  # prediction is sufficient: predicted => recovered
+    fig, axes = _new_figure(7.0, 4.2)
+    ax = axes[0, 0]
+    if math.isfinite(lam_lo) and math.isfinite(lam_hi):
+        ax.axvspan(lam_lo, lam_hi, color="tab:green", alpha=0.12, label="flow conditions certify recovery")
+    ax.loglog(table["lam"], table["mse"], marker="o", label="GTV (certified), MSE")
+    ax.loglog(table["lam"], table["reduced_mse"], ls="--", label="cluster-wise (reduced) solution, MSE")
+    rec = table["recovered"].to_numpy()
+    ax.scatter(table["lam"][rec], table["mse"][rec], s=90, facecolors="none", edgecolors="tab:green",
+               label="clusters recovered (ARI = 1)")
+    if math.isfinite(lam_hi_closed):
+        ax.axvline(lam_hi_closed, color="tab:red", ls=":", lw=1, label="fusion threshold (closed form)")
+    ax.set_xlabel("lam")
+    ax.set_ylabel("MSE of the weights")
+    ax.set_title("Regularization guidance (Table I setting)")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    figures = [_save(fig, out_dir / "lam_guidance.png")]
+    measured = {"lam_lo": float(lam_lo), "lam_hi": float(lam_hi), "lam_hi_closed_form": lam_hi_closed,
+                "n_lams": float(len(table)), "n_recovered": float(table["recovered"].sum()),
+                "n_predicted": float(table["predicted_recovery"].sum()),
+                "prediction_violations": float((~agree).sum()), "max_rel_gap": float(table["rel_gap"].max()),
+                "best_mse": float(table["mse"].min()), "best_lam": float(table["lam"][table["mse"].idxmin()]),
+                "seconds": time.perf_counter() - t_start}
+    cols = ["lam", "mse", "reduced_mse", "clusters_found", "ari", "recovered", "predicted_recovery", "congestion",
+            "deviation_from_clusterwise", "rel_gap", "iterations", "seconds"]
+    md = "\n".join([
+        f"The Table I problem (seed {p['seed']}) solved along a warm-started lam sweep, each point certified to "
+        "rel. gap "
+        f"{p['tol']}. `clusters_found` = components of the edges with ||w_i - w_j|| <= {p['fusion_tol']} x the true "
+        "cluster separation; `recovered` = these components are exactly the true clusters. `predicted_recovery` = the "
+        "network-flow (KKT) conditions hold: the cluster-reduced problem keeps the clusters apart and the electrical "
+        "flow that routes the remaining demands inside every cluster has `congestion` < 1 (capacity lam A_e). This "
+        "certifies that the GTV minimizer is unique and equal to the cluster-wise solution (`reduced_mse`); "
+        "`deviation_from_clusterwise` = max_i ||w_i - v_c(i)|| / max_c ||v_c|| of the computed solution.",
+        "",
+        f"Certified recovery window: lam in [{_fmt(lam_lo)}, {_fmt(lam_hi)}] (bisection on the flow conditions); "
+        f"closed-form fusion threshold of the two clusters ||grad S_1(w_pool)|| / A(boundary) = {_fmt(lam_hi_closed)}.",
+        "", _md_table(table, cols), "", f"![lam guidance]({figures[0].name})", ""])
+    _SESSION["paper_lam_guidance"] = {"params": p, "table": table, "measured": measured, "figures": figures,
+                                      "markdown": md}
+    return ExperimentOutput(title="Regularization guidance: lam sweep and the flow conditions for recovery",
+                            markdown=md, tables={"lam_guidance": table}, figures=figures, measured=measured)
+
+
+# =======================================================================================
+# Study 4: handwritten digits with logistic local models
+# =======================================================================================
+def _digits_data(p):
+    """Local datasets of digit pairs from scikit-learn's bundled 8x8 digits (no download)."""
+    from scipy.sparse.csgraph import minimum_spanning_tree
+    from scipy.spatial.distance import cdist
+    from sklearn.datasets import load_digits
+
+    from ..graph import Graph
+    from ..graphs import knn
+
+    X_img, digit = load_digits(return_X_y=True)
+    X_img = X_img / 16.0
+    rng_split, rng_noise = _seeds(p["seed"], 2)
+    nodes = []  # (cluster, train index array, validation index array)
+    for c, (a, b) in enumerate(p["pairs"]):
+        idx = rng_split.permutation(np.flatnonzero(np.isin(digit, [a, b])))
+        for part in np.array_split(idx, int(p["nodes_per_cluster"])):
+            h = int(round(float(p["train_fraction"]) * part.size))
+            nodes.append((c, part[:h], part[h:]))
+    labels = np.array([c for c, _, _ in nodes])
+    train_all = np.concatenate([t for _, t, _ in nodes])
+    # PCA fitted on the training images only (unsupervised), scaled to unit overall std
+    if p["pca_dim"]:
+        mean = X_img[train_all].mean(axis=0)
+        _, _, Vt = np.linalg.svd(X_img[train_all] - mean, full_matrices=False)
+        basis = Vt[: int(p["pca_dim"])].T
+        feats = (X_img - mean) @ basis
+        feats /= feats[train_all].std()
+    else:
+        feats = X_img
+    feats = np.column_stack([feats, np.ones(len(feats))])  # bias feature
+    pair_first = {c: a for c, (a, _) in enumerate(p["pairs"])}
+    Xtr, ytr, Xva, yva = [], [], [], []
+    flips = 0
+    for c, t, v in nodes:
+        y_t = np.where(digit[t] == pair_first[c], 1.0, -1.0)
+        flip = rng_noise.random(t.size) < float(p["label_noise"])
+        flips += int(flip.sum())
+        y_t[flip] *= -1.0
+        Xtr.append(feats[t])
+        ytr.append(y_t)
+        Xva.append(feats[v])
+        yva.append(np.where(digit[v] == pair_first[c], 1.0, -1.0))
+    # graph: k-NN between the local datasets' mean training features, Gaussian weights exp(-phi d^2),
+    # plus the edges of a minimum spanning tree so that the graph is connected
+    desc = np.array([x[:, :-1].mean(axis=0) for x in Xtr])
+    dist2 = cdist(desc, desc, "sqeuclidean")
+    kk = min(int(p["knn"]), len(desc) - 1)
+    nearest = np.sort(dist2, axis=1)[:, 1:kk + 1]
+    phi = 1.0 / float(np.median(nearest[nearest > 0]))
+    g_knn = knn(desc, kk, weights="gaussian", phi=phi)
+    mst = minimum_spanning_tree(np.sqrt(dist2)).tocoo()
+    pairs = np.vstack([g_knn.edges, np.sort(np.column_stack([mst.row, mst.col]), axis=1)])
+    pairs = np.unique(pairs, axis=0)
+    weights = np.exp(-phi * dist2[pairs[:, 0], pairs[:, 1]])
+    graph = Graph.from_edges(len(desc), pairs, weights)
+    return {"Xtr": Xtr, "ytr": ytr, "Xva": Xva, "yva": yva, "labels": labels, "graph": graph, "phi": phi,
+            "knn_edges": g_knn.n_edges, "flips": flips, "n_train": int(sum(len(y) for y in ytr)),
+            "n_val": int(sum(len(y) for y in yva))}
+
+
+def _accuracy(Xs, ys, W) -> float:
+    correct = sum(int((np.where(x @ w >= 0, 1.0, -1.0) == y).sum()) for x, y, w in zip(Xs, ys, W))
+    return correct / max(sum(len(y) for y in ys), 1)
+
+
+@_single_threaded
+def digits_study(params: dict, out_dir: Path, *, quick: bool = False) -> ExperimentOutput:
+    """Digit-pair local datasets, logistic models: validation accuracy versus lam and the baselines."""
+    from ..baselines import fedavg, ifca, local_only, oracle_fedavg
+    from ..losses import Logistic
+    from ..metrics import adjusted_rand_index
+    from ..penalties import Norm2
+    from ..problem import GTVProblem
+
+    p = _params("paper_digits", params, quick)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    t_start = time.perf_counter()
+    D = _digits_data(p)
+    graph, labels = D["graph"], D["labels"]
+    loss = Logistic(D["Xtr"], D["ytr"])
+    k = int(labels.max()) + 1
+    cross = int((labels[graph.edges[:, 0]] != labels[graph.edges[:, 1]]).sum())
+    rows = []
+    prev = None
+    for lam in sorted(float(x) for x in p["lams"]):
+        problem = GTVProblem(graph, loss, Norm2(), lam)
+        res, secs = _solve(problem, float(p["tol"]), warm_start=prev, time_limit=float(p["time_limit"]))
+        prev = res
+        scale = float(np.median(np.linalg.norm(res.W, axis=1)))
+        clusters = solution_clusters(graph, res.W, 1e-3 * max(scale, 1e-12))
+        rows.append({"method": "GTV nLasso", "lam": lam, "val_accuracy": _accuracy(D["Xva"], D["yva"], res.W),
+                     "train_accuracy": _accuracy(D["Xtr"], D["ytr"], res.W), "rel_gap": res.rel_gap,
+                     "status": str(res.status), "iterations": res.iterations, "seconds": secs,
+                     "clusters": int(clusters.max()) + 1, "ari": adjusted_rand_index(labels, clusters)})
+    base_problem = GTVProblem(graph, loss, Norm2(), 0.0)
+    ridge = float(p["ridge"])
+    t0 = time.perf_counter()
+    for name, fn in (("local only (lam = 0)", lambda: local_only(base_problem, ridge=ridge)),
+                     ("FedAvg (pooled)", lambda: fedavg(base_problem, ridge=ridge)),
+                     ("oracle cluster-wise FedAvg", lambda: oracle_fedavg(base_problem, labels, ridge=ridge)),
+                     (f"IFCA (k = {k}, {p['ifca_restarts']} restarts)",
+                      lambda: ifca(base_problem, k, n_restarts=int(p["ifca_restarts"]), seed=_seeds(p["seed"], 3)[2],
+                                   ridge=ridge))):
+        t0 = time.perf_counter()
+        res = fn()
+        rows.append({"method": name, "lam": None, "val_accuracy": _accuracy(D["Xva"], D["yva"], res.W),
+                     "train_accuracy": _accuracy(D["Xtr"], D["ytr"], res.W), "rel_gap": None, "status": "exact",
+                     "iterations": res.iterations, "seconds": time.perf_counter() - t0,
+                     "clusters": None if res.labels is None else int(len(np.unique(res.labels))),
+                     "ari": None if res.labels is None else adjusted_rand_index(labels, res.labels)})
+    table = pd.DataFrame(rows)
+    gtv = table[table["method"] == "GTV nLasso"]
+    certified = gtv[gtv["status"] == "optimal"]
+    base = table[table["method"] != "GTV nLasso"].set_index("method")["val_accuracy"]
+
+    fig, axes = _new_figure(9.5, 4.2)
+    ax = axes[0, 0]
+    ax.semilogx(gtv["lam"], gtv["val_accuracy"], marker="o", label="GTV nLasso (validation)")
+    bad = gtv[gtv["status"] != "optimal"]
+    if len(bad):
+        ax.scatter(bad["lam"], bad["val_accuracy"], marker="x", color="red", s=60, zorder=3, label="not certified")
+    styles = ["--", ":", "-.", (0, (5, 1))]
+    for (name, acc), ls in zip(base.items(), styles):
+        ax.axhline(acc, ls=ls, lw=1.2, color="C" + str(1 + styles.index(ls)), label=f"{name}: {acc:.3f}")
+    ax.set_xlabel("lam")
+    ax.set_ylabel("validation accuracy")
+    ax.set_title(f"Digit pairs {p['pairs']}: {len(labels)} local datasets, logistic models", fontsize=9)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    figures = [_save(fig, out_dir / "digits_accuracy.png")]
+    best = gtv.loc[gtv["val_accuracy"].idxmax()]
+    measured = {"gtv_best_val_accuracy": float(best["val_accuracy"]), "gtv_best_lam": float(best["lam"]),
+                "gtv_certified_best_val_accuracy": (float(certified["val_accuracy"].max()) if len(certified)
+                                                    else float("nan")),
+                "gtv_max_rel_gap_certified": float(certified["rel_gap"].max()) if len(certified) else float("nan"),
+                "gtv_uncertified": float((gtv["status"] != "optimal").sum()),
+                "local_val_accuracy": float(base.iloc[0]), "fedavg_val_accuracy": float(base.iloc[1]),
+                "oracle_val_accuracy": float(base.iloc[2]), "ifca_val_accuracy": float(base.iloc[3]),
+                "seconds": time.perf_counter() - t_start}
+    md = "\n".join([
+        f"Data: scikit-learn's bundled 8x8 digits (1797 images, no download). Cluster c = a digit pair {p['pairs']}; "
+        f"its images are shuffled and split into {p['nodes_per_cluster']} local datasets (nodes); in every node a "
+        f"fraction {p['train_fraction']} is training data, the rest validation data; label +1 for the first digit of "
+        f"the pair, -1 for the second. Features: pixels / 16, PCA to {p['pca_dim']} dimensions fitted on the training "
+        f"images, plus a bias feature (d = {loss.d}); {D['n_train']} training and {D['n_val']} validation samples. "
+        f"Training labels are flipped with probability {p['label_noise']} ({D['flips']} flips; validation labels are "
+        "clean): without label noise every digit pair is linearly separable, the logistic loss then has no "
+        "minimizer on a cluster, and no lam > 0 gives a finite GTV solution when a cluster is a component of the "
+        f"graph. Graph: {p['knn']}-NN between the nodes' mean training features with weights "
+        "exp(-phi ||a_i - a_j||^2), "
+        f"phi = 1 / median squared {p['knn']}-NN distance = {D['phi']:.3g}, plus a minimum spanning tree so that the "
+        f"graph is connected: {graph.n_edges} edges, {cross} between clusters. GTV: logistic loss + nLasso, fast "
+        f"core with warm starts along lam, tol {p['tol']}, time limit {p['time_limit']} s per lam. Baselines use a "
+        f"ridge {ridge} (the unregularized logistic fits do not exist on separable local data). Seed {p['seed']}.",
+        "", _md_table(table, ["method", "lam", "val_accuracy", "train_accuracy", "clusters", "ari", "rel_gap", "status",
+                              "iterations", "seconds"]),
+        "", f"![digits accuracy]({figures[0].name})", ""])
+    _SESSION["paper_digits"] = {"params": p, "table": table, "measured": measured, "figures": figures,
+                                "markdown": md}
+    return ExperimentOutput(title="Handwritten digits: logistic local models on digit pairs", markdown=md,
+                            tables={"digits": table}, figures=figures, measured=measured)
+
+
+# =======================================================================================
+# Summary: paper value and measured value side by side
+# =======================================================================================
+_STUDIES = {
+    "paper_sbm_table1": ("sbm_table1", "table1"),
+    "paper_sbm_k_clusters": ("sbm_k_clusters", "kclusters"),
+    "paper_chain": ("chain_sweep", "chain"),
+    "paper_digits": ("digits_study", "digits"),
+    "paper_lam_guidance": ("lam_guidance", "guidance"),
+}
+
+
+def _study_function(name):
+    return globals()[_STUDIES[name][0]]
+
+
+def _ratio_text(measured, paper) -> str:
+    if measured is None or paper is None or not np.isfinite(measured) or measured <= 0:
+        return "not measured"
+    r = measured / paper
+    if 0.1 <= r <= 10:
+        return f"{r:.2g} x the paper's value"
+    return f"{abs(math.log10(r)):.1f} orders of magnitude {'above' if r > 1 else 'below'} the paper's value"
+
+
+def _ifca_k_clause(r2) -> str:
+    if r2 is None:
+        return ""
+    t = r2["table"]
+    failed = t[t["ifca_ari"] < 0.999]["k"].tolist()
+    if not failed:
+        return f" (it also recovers every k = {t['k'].min()}..{t['k'].max()} of Fig. 2)"
+    return f" (it does fail to recover the clusters for k = {', '.join(map(str, failed))} in Fig. 2)"
+
+
+def _comparison_rows(r1, r2=None) -> list[dict]:
+    """Every number the paper states (Table I), with what we measured and why they differ."""
+    m = r1["measured"]
+    p = r1["params"]
+    n_short, n_long = min(p["pdhg_iterations"]), max(p["pdhg_iterations"])
+    g = m.get
+    fed_w, fed_p = g("fedavg_mse"), g("fedavg_prediction_mse")
+    rows = [
+        {"quantity": "Table I, GTV (Algorithm 1, lam = 1e-2)", "paper": PAPER_VALUES["gtv"],
+         "measured": g("authors_algorithm1_long_prediction_mse"),
+         "measured_as": f"training prediction MSE, plain Algorithm 1 after {n_long} iterations, authors' scaling "
+                        "(sum of squared errors), nLasso",
+         "comment": (_ratio_text(g("authors_algorithm1_long_prediction_mse"), PAPER_VALUES["gtv"]) + ". The noise "
+                     "floor (oracle cluster-wise fit) is " + _fmt(g("oracle_prediction_mse")) + "; the paper's value "
+                     "is " + (f"{PAPER_VALUES['gtv'] / g('oracle_prediction_mse'):.0f}" if g("oracle_prediction_mse")
+                              else "?") + " times the floor here. The authors' printed run used the l1 penalty "
+                     "(ours, certified: " + _fmt(g("authors_gtv_l1_prediction_mse")) + "), sigma = 0.9/2 instead of "
+                     "1/2 and another data draw, and a fixed iteration count does not reveal how far from "
+                     "convergence it stopped.")},
+        {"quantity": "Table I, GTV", "paper": PAPER_VALUES["gtv"], "measured": g("gtv_mse"),
+         "measured_as": f"MSE of the weights, certified GTV (rel. gap {_fmt(g('gtv_rel_gap'))}), mean loss "
+                        f"(1/m_i)||.||^2, nLasso, lam = {_fmt(p['lam'])}",
+         "comment": (_ratio_text(g("gtv_mse"), PAPER_VALUES["gtv"]) + f" (a different measure). With the mean loss, "
+                     f"lam = {_fmt(p['lam'])} weighs m = {p['m']} times more against the data than in the authors' "
+                     "code, so the lam-induced bias (~lam^2, see the lam guidance section) is larger: with the "
+                     "authors' scaling the certified weight MSE is " + _fmt(g("authors_gtv_mse")) + ". "
+                     + (f"Either way {math.log10(fed_w / g('gtv_mse')):.0f} orders of magnitude below FedAvg."
+                        if fed_w and g("gtv_mse") else ""))},
+        {"quantity": f"Table I, GTV after exactly {n_short} iterations of plain Algorithm 1", "paper": None,
+         "measured": g("algorithm1_short_mse"),
+         "measured_as": ("MSE of the weights (certified rel. gap of that iterate "
+                         f"{_fmt(g('algorithm1_short_rel_gap'))})"),
+         "comment": (f"Not converged: after {n_long} iterations the MSE is {_fmt(g('algorithm1_long_mse'))} (rel. gap "
+                     f"{_fmt(g('algorithm1_long_rel_gap'))}); the restarted fast core certifies rel. gap "
+                     f"{_fmt(g('gtv_rel_gap'))} in {int(g('gtv_iterations', 0))} iterations. The paper's table does "
+                     "not state an iteration count (the notebook ran 2000).")},
+        {"quantity": "Table I, IFCA", "paper": PAPER_VALUES["ifca"],
+         "measured": g("ifca_paper_protocol_prediction_mse"),
+         "measured_as": (f"training prediction MSE, IFCA as configured in the authors' notebook (gradient steps, "
+                         f"lr {p['ifca_paper_lr']}, {p['ifca_paper_rounds']} rounds, {{0,1}} init, one run)"),
+         "comment": (_ratio_text(g("ifca_paper_protocol_prediction_mse"), PAPER_VALUES["ifca"]) + ". "
+                     + ("Reproduced: the two models start far from both clusters, each receives nodes of both "
+                        "clusters, both drift to the pooled model and IFCA collapses to FedAvg (measured: the same "
+                        "MSE as FedAvg, " + _fmt(fed_p) + "; ARI " + _fmt(g("ifca_paper_protocol_ari")) + "). The "
+                        "remaining difference is the data draw (see FedAvg)."
+                        if fed_p and abs(g("ifca_paper_protocol_prediction_mse") - fed_p) <= 1e-3 * fed_p else
+                        "This run does not collapse exactly to FedAvg (FedAvg: " + _fmt(fed_p) + ", ARI "
+                        + _fmt(g("ifca_paper_protocol_ari")) + ")."))},
+        {"quantity": "Table I, IFCA", "paper": PAPER_VALUES["ifca"], "measured": g("ifca_mse"),
+         "measured_as": f"MSE of the weights, IFCA with exact refits and {p['ifca_restarts']} random restarts",
+         "comment": (_ratio_text(g("ifca_mse"), PAPER_VALUES["ifca"]) + ": on this well-separated problem IFCA with "
+                     f"restarts recovers both clusters (ARI {_fmt(g('ifca_ari'))}) and equals the oracle cluster-wise "
+                     "FedAvg; the paper's IFCA value reflects one collapsed run, not a limitation of IFCA here"
+                     + _ifca_k_clause(r2) + ".")},
+        {"quantity": "Table I, FedAvg", "paper": PAPER_VALUES["fedavg"], "measured": fed_p,
+         "measured_as": "training prediction MSE of the exact pooled model",
+         "comment": (_ratio_text(fed_p, PAPER_VALUES["fedavg"]) + ". FedAvg's error is about (number of coordinates "
+                     "where the two cluster weights differ) x 0.25^2 x (1 - d/(n m)); that number is "
+                     "Binomial(100, 1/2), so single data draws differ by about +-15 % (ours: weight MSE "
+                     + _fmt(fed_w) + ").")},
+    ]
+    return rows
+
+
+def _found_and_chosen(results) -> str:
+    pc = results["paper_chain"]["params"]
+    n_chain = int(results["paper_chain"]["measured"].get("solves", 0))
+    pd_ = results["paper_digits"]["params"]
+    pk = results["paper_sbm_k_clusters"]["params"]
+    return "\n".join([
+        "- **Found** (authors' notebook `SBM_experiment_ifca.ipynb`, " + SOURCES["notebook_sbm"].split(",")[0] + "): "
+        "Table I's numbers 1.42e-5 / 2.82 / 2.86 are printed there as `mean total MSE`, which is the mean squared "
+        "*training-label prediction* error, not the distance to the true weights; data = 2 x 100 nodes, m = 10, "
+        "d = 100, weights Bernoulli(1/2) x 0.5 (i.e. entries in {0, 0.5}), noise 1e-3; Algorithm 1 ran K = 2000 "
+        "iterations with tau_i = 1/deg_i, sigma = 0.9/2 on the *sum* of squared errors per node (our mean loss with "
+        "lam/m); the printed GTV run used the l1 penalty with lam = 0.01 (the notebook defines lam = 0.01 for l1 and "
+        "l2, 0.05 for MOCHA); IFCA = the reference code of Ghosh et al. with gradient averaging, lr 0.1, 300 epochs, "
+        "{0,1}-valued initialization, one run; FedAvg = local prox steps plus averaging.",
+        "- **Found** (`chain_experiment.ipynb`): the chain of two clusters uses d = 2, m_i = 5, weights (2, 2) and "
+        "(-2, 2), intra-cluster weight 1 and one bridge edge of weight eps, noise-free labels, a random subset of "
+        f"nodes with data; we use these. Chosen: 2 x {pc['cluster_size']} nodes (the notebook used 2 x 100; "
+        f"{pc['cluster_size']} keeps the {n_chain} certified solves within the time budget), eps in {pc['eps']}, "
+        f"{pc['repetitions']} repetitions, penalties and lam {pc['penalties']} (as specified for this reproduction), "
+        "on the mean loss.",
+        "- **Found** (`mnist_NN_experiment.ipynb`): digit-pair clusters {0,1} and {2,3}, a 3-NN graph with "
+        "exponential weights between local datasets, a lam sweep from 0 to 1e4 of validation accuracy. **Not "
+        f"found**: the exact clusters of the paper's Table II. Chosen: the pairs {pd_['pairs']} of the 8x8 digits, "
+        f"{pd_['nodes_per_cluster']} nodes each, logistic models, PCA-{pd_['pca_dim']} features, "
+        f"{pd_['label_noise']:.0%} training label noise (see the digits section for why), {pd_['knn']}-NN + MST graph.",
+        "- **Not found**: the statement and constants of Theorem 2 (only the abstract of the arXiv version was "
+        "available: an upper bound on the deviation from the oracle cluster-wise solution under conditions on the "
+        "local models and the network). We evaluate the network-flow (KKT) condition that such bounds rest on, in "
+        "exact form, instead (lam guidance section).",
+        f"- **Not found**: Fig. 2's node count per k. Chosen: {pk['n_nodes']} nodes split evenly into k clusters, SBM "
+        f"{pk['p_in']} / {pk['p_out']}, d = {pk['d']}, m_i = {pk['m']}, lam = {pk['lam']}.",
+    ])
+
+
+@_single_threaded
+def paper_reproduction(params: dict, out_dir: Path, *, quick: bool = False) -> ExperimentOutput:
+    """The summary: paper value and measured value side by side, plus every study's section."""
+    params = dict(params or {})
+    unknown = set(params) - set(_STUDIES)
+    if unknown:
+        raise ValueError(f"params: unknown key(s) {sorted(unknown)}; expected some of {sorted(_STUDIES)} "
+                         "(parameter tables of studies not run earlier in this process)")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results = {}
+    ran_here = []
+    for name in _STUDIES:
+        if name in _SESSION and name not in params:
+            results[name] = _SESSION[name]
+        else:
+            _study_function(name)(params.get(name, {}), out_dir, quick=quick)
+            results[name] = _SESSION[name]
+            ran_here.append(name)
+    figures = []
+    for name, res in results.items():  # every figure next to the summary's Markdown
+        for fig in res["figures"]:
+            fig = Path(fig)
+            target = out_dir / fig.name
+            if fig.resolve() != target.resolve():
+                shutil.copyfile(fig, target)
+            figures.append(target)
+    r1 = results["paper_sbm_table1"]
+    comparison = pd.DataFrame(_comparison_rows(r1, results.get("paper_sbm_k_clusters")))
+    runtime = pd.DataFrame([{"study": name, "seconds": res["measured"].get("seconds", float("nan"))}
+                            for name, res in results.items()])
+    total = float(runtime["seconds"].sum())
+    measured = {"total_seconds": total}
+    for name, res in results.items():
+        prefix = _STUDIES[name][1]
+        for key, value in res["measured"].items():
+            measured[f"{prefix}_{key}"] = float(value)
+    sections = [
+        ("Table I: two-cluster SBM", "paper_sbm_table1"),
+        ("Fig. 2: MSE versus the number of clusters", "paper_sbm_k_clusters"),
+        ("Figs. 3-4: chain of two clusters", "paper_chain"),
+        ("Real data: handwritten digits with logistic local models", "paper_digits"),
+        ("Regularization guidance (lam) and the flow conditions behind Theorem 2", "paper_lam_guidance"),
+    ]
+    lines = [
+        "Reproduction of the experiments of Y. SarcheshmehPour, Y. Tian, L. Zhang, A. Jung, \"Clustered federated "
+        "learning via generalized total variation minimization\", IEEE Trans. Signal Processing 71, 2023 "
+        "(arXiv 2105.12769), with federated-learning baselines (`gtvcvx.baselines`) and a real-data study. Every GTV "
+        "solution below is computed by the fast core and *certified* by a duality gap unless it is labelled "
+        "\"plain Algorithm 1, k iterations\". Regenerate with `gtvcvx report problems/paper --out reports` or "
+        "`python -m gtvcvx.experiments.paper --out reports`.",
+        "",
+        "## Paper versus measured",
+        "",
+        "Table I is the only place where the paper states numbers; Figs. 2-4 and Table II are reproduced below as "
+        "figures and tables (their numeric values are not stated in the text available to us).",
+        "",
+        _md_table(comparison, ["quantity", "paper", "measured", "measured_as", "comment"]),
+        "",
+        "## Setup details: found and chosen",
+        "",
+        _found_and_chosen(results),
+        "",
+    ]
+    for title, name in sections:
+        lines += [f"## {title}", "", results[name]["markdown"].strip(), ""]
+    lines += ["## Runtime", "",
+              f"Measured on this machine (2 shared cores, BLAS limited to one thread): {total:.0f} s for the five "
+              "studies" + (f" (run here: {', '.join(ran_here)})." if ran_here else "."), "",
+              _md_table(runtime, ["study", "seconds"]), ""]
+    md = "\n".join(lines)
+    return ExperimentOutput(title="Reproduction of the GTV paper (SarcheshmehPour et al., 2023)", markdown=md,
+                            tables={"paper_vs_measured": comparison, "runtime": runtime}, figures=figures,
+                            measured=measured)
+
+
+def write_paper_report(root="reports", *, quick: bool = False, params: dict | None = None) -> Path:
+    """Run every study and write ``<root>/paper.md`` with figures and CSV tables under ``<root>/paper/``.
+
+    This is what ``gtvcvx report problems/paper`` produces through ``problems/paper/summary.toml``
+    (``output = "paper.md"``), without the report tool.
+    """
+    import re
+
+    root = Path(root)
+    fig_dir = root / "paper"
+    fig_dir.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    outputs = {}
+    for name in _STUDIES:
+        outputs[name] = _study_function(name)(dict((params or {}).get(name, {})), fig_dir, quick=quick)
+    summary = paper_reproduction({}, fig_dir, quick=quick)
+    for out in [*outputs.values(), summary]:
+        for key, df in out.tables.items():
+            df.to_csv(fig_dir / f"{key}.csv", index=False, float_format="%.10g")
+    elapsed = time.perf_counter() - t0
+    md = re.sub(r"\]\((?!https?:|/)([^)\s]+\.png)\)", r"](paper/\1)", summary.markdown)
+    md = f"# {summary.title}\n\n{md.strip()}\n\nWall time of this run (all studies + summary): {elapsed:.0f} s.\n"
+    (root / "paper.md").write_text(md)
+    (fig_dir / "measured.json").write_text(json.dumps(summary.measured, indent=1, sort_keys=True) + "\n")
+    return root / "paper.md"
+
+
+def main(argv=None) -> int:
+    """``python -m gtvcvx.experiments.paper [--out DIR] [--quick]``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m gtvcvx.experiments.paper",
+                                     description="Reproduce the GTV paper's experiments (writes DIR/paper.md)")
+    parser.add_argument("--out", default="reports", help="output root (default: reports)")
+    parser.add_argument("--quick", action="store_true", help="small, fast versions of every study")
+    args = parser.parse_args(argv)
+    path = write_paper_report(args.out, quick=args.quick)
+    print(f"wrote {path}")
+    return 0
+
+
+EXPERIMENTS = {
+    "paper_sbm_table1": sbm_table1,
+    "paper_sbm_k_clusters": sbm_k_clusters,
+    "paper_chain": chain_sweep,
+    "paper_digits": digits_study,
+    "paper_lam_guidance": lam_guidance,
+    "paper_reproduction": paper_reproduction,
+}
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
