@@ -1,0 +1,217 @@
+"""``gtvcvx bench clustering``: convex clustering, fast core against CVXPY + CLARABEL / SCS, then scaling.
+
+Part 1 (matched accuracy): n = 500 points (five 2-D Gaussian blobs, standardized), the Gaussian
+k = 10 nearest-neighbour graph, l2 fusion at one lam; the fast core to certified relative gap
+1e-6, CVXPY + CLARABEL and CVXPY + SCS (the clustering statement of
+:mod:`gtvcvx.reference.clustering`) at their default tolerances; objective errors against the
+best value found, certified gaps for every solver (the reference flows are certified by gtvcvx
+too), wall time, peak memory, ratios.
+
+Part 2 (scale): the fast core alone on 10^4 .. 10^5 points in d = 2 .. 10 (k = 10 graphs).
+
+Part 3: compile time of the CVXPY clustering statement on the complete graph with 300 points.
+
+Every solver run happens in a fresh process (:func:`gtvcvx.bench.harness.run_isolated`).
+"""
+
+from __future__ import annotations
+
+import math
+
+from .harness import format_table, ratio, run_isolated, write_bench_report
+
+NAME = "clustering"
+HELP = "convex clustering: fast core vs CLARABEL/SCS on 500 points (k=10), then scaling to 10^5 points"
+
+#: Published reference points, quoted in the report text (other machines, other stopping rules).
+PUBLISHED = ("Published reference points (other hardware and stopping rules, not re-measured here): "
+             "SSNAL (Sun, Toh & Yuan, JMLR 2021) clusters about 200,000 points in about 6 minutes; "
+             "CCMM (Wang et al., 2023) about 1,000,000 points in 7-D in about 1 minute.")
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--quick", action="store_true", help="small instances only (a smoke run)")
+    parser.add_argument("--skip-references", action="store_true", help="fast core only in part 1")
+    parser.add_argument("--skip-scale", action="store_true", help="skip the scaling part")
+    parser.add_argument("--n", type=int, default=500, help="points in part 1 (default 500)")
+    parser.add_argument("--lam", type=float, default=0.5, help="lam of part 1 (standardized units, default 0.5)")
+    parser.add_argument("--reference-time-limit", type=float, default=1800.0,
+                        help="seconds allowed per reference solve (default 1800)")
+    parser.add_argument("--scale-time-limit", type=float, default=1200.0,
+                        help="seconds allowed per fast-core solve in part 2 (default 1200)")
+
+
+# ---------------------------------------------------------------------------------- builders
+def build_blobs(n: int, d: int, k: int, lam: float, seed: int = 0, n_blobs: int = 5):
+    """Standardized Gaussian blobs, Gaussian k-NN graph, l2 fusion: a convex clustering GTVProblem."""
+    import numpy as np
+
+    from .. import data
+    from ..clustering import clustering_problem
+
+    sizes = np.full(n_blobs, n // n_blobs)
+    sizes[: n - sizes.sum()] += 1
+    points = data.blobs(sizes, d, separation=4.0, std=1.0, seed=seed).points
+    problem, _ = clustering_problem(points, lam, k=k, standardize=True)
+    return problem
+
+
+def build_complete(n: int, d: int, seed: int = 0):
+    import numpy as np
+
+    from .. import graphs
+
+    points = np.random.default_rng(seed).normal(size=(n, d))
+    return points, graphs.complete(n)
+
+
+# ---------------------------------------------------------------------------------- calls
+def call_fast(problem, tol: float, time_limit: float | None = None):
+    from ..clustering import cluster_labels
+    from ..solvers import solve
+
+    r = solve(problem, tol=tol, time_limit=time_limit)
+    clusters = cluster_labels(problem, r.W, r.U)
+    return {"status": str(r.status), "primal": r.primal, "dual": r.dual, "rel_gap": r.rel_gap,
+            "iterations": r.iterations, "setup_time": r.setup_time, "solve_time": r.solve_time,
+            "n": problem.n, "n_edges": problem.n_edges, "d": problem.d, "n_clusters": clusters.n_clusters,
+            "certificate_time": r.info.get("certificate_time", float("nan"))}
+
+
+def call_reference(problem, solver: str, time_limit: float):
+    from ..clustering import cluster_labels
+    from ..reference.clustering import solve_clustering
+
+    r = solve_clustering(problem.loss.points, problem.lam, problem.graph, problem.penalty, solver,
+                         time_limit=time_limit)
+    n_clusters = cluster_labels(problem, r.W, r.U).n_clusters if r.W is not None else None
+    return {"status": str(r.status), "primal": r.primal, "dual": r.dual, "rel_gap": r.rel_gap,
+            "iterations": r.iterations, "setup_time": r.setup_time, "solve_time": r.solve_time,
+            "value": r.value, "message": r.message, "n_clusters": n_clusters}
+
+
+def call_compile(instance):
+    import time
+
+    import cvxpy as cp
+
+    from ..reference.clustering import clustering_statement
+
+    points, graph = instance
+    t0 = time.perf_counter()
+    statement = clustering_statement(points, graph)
+    built = time.perf_counter() - t0
+    statement.lam.value = 0.1
+    t1 = time.perf_counter()
+    statement.problem.get_problem_data(cp.CLARABEL)
+    compiled = time.perf_counter() - t1
+    return {"n": graph.n, "n_edges": graph.n_edges, "d": points.shape[1], "statement_s": built, "compile_s": compiled}
+
+
+# ---------------------------------------------------------------------------------- parts
+def _total(data: dict) -> float:
+    try:
+        return float(data.get("setup_time", float("nan"))) + float(data.get("solve_time", float("nan")))
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _matched_part(args) -> tuple[str, list[dict]]:
+    n = 200 if args.quick else args.n
+    spec = {"n": n, "d": 2, "k": 10, "lam": args.lam, "seed": 0}
+    runs = [run_isolated("fast", build_blobs, spec, call_fast, {"tol": 1e-6})]
+    if not args.skip_references:
+        for solver in ("CLARABEL", "SCS"):
+            runs.append(run_isolated(f"CVXPY+{solver}", build_blobs, spec, call_reference,
+                                     {"solver": solver, "time_limit": args.reference_time_limit},
+                                     timeout=args.reference_time_limit * 2 + 600))
+    values = [r.data["primal"] for r in runs if r.ok and math.isfinite(r.data.get("primal", float("nan")))]
+    best = min(values) if values else float("nan")
+    fast = runs[0]
+    rows = []
+    for run in runs:
+        d = run.data
+        total = _total(d) if run.ok else float("nan")
+        rows.append({
+            "solver": run.label, "status": d.get("status") if run.ok else "failed: " + run.error,
+            "objective": d.get("primal", float("nan")),
+            "objective_error": (d.get("primal", float("nan")) - best) / (1 + abs(best)) if run.ok else float("nan"),
+            "certified_rel_gap": d.get("rel_gap", float("nan")), "n_clusters": d.get("n_clusters"),
+            "iterations": d.get("iterations"),
+            "setup_s": d.get("setup_time", float("nan")), "solve_s": d.get("solve_time", float("nan")),
+            "total_s": total, "wall_s": run.wall, "peak_MiB": run.peak_mb, "extra_MiB": run.extra_mb,
+            "time_ratio_vs_fast": ratio(total, _total(fast.data)) if fast.ok and run.ok else float("nan"),
+        })
+    columns = ["solver", "status", "objective", "objective_error", "certified_rel_gap", "n_clusters", "iterations",
+               "setup_s", "solve_s", "total_s", "wall_s", "peak_MiB", "extra_MiB", "time_ratio_vs_fast"]
+    return format_table(rows, columns), rows
+
+
+def _scale_part(args) -> tuple[str, list[dict]]:
+    if args.quick:
+        grid = [(2_000, 2), (5_000, 5)]
+    else:
+        grid = [(10_000, 2), (10_000, 10), (100_000, 2), (100_000, 5), (100_000, 10)]
+    rows = []
+    for n, d in grid:
+        run = run_isolated(f"fast n={n} d={d}", build_blobs, {"n": n, "d": d, "k": 10, "lam": args.lam, "seed": 1},
+                           call_fast, {"tol": 1e-6, "time_limit": args.scale_time_limit},
+                           timeout=args.scale_time_limit * 2 + 600)
+        dd = run.data
+        rows.append({"n": n, "d": d, "n_edges": dd.get("n_edges"), "status": dd.get("status") if run.ok else run.error,
+                     "rel_gap": dd.get("rel_gap"), "n_clusters": dd.get("n_clusters"),
+                     "iterations": dd.get("iterations"), "setup_s": dd.get("setup_time"),
+                     "solve_s": dd.get("solve_time"), "certificate_s": dd.get("certificate_time"),
+                     "wall_s": run.wall, "peak_MiB": run.peak_mb, "extra_MiB": run.extra_mb})
+    return format_table(rows), rows
+
+
+def _compile_part(args) -> tuple[str, list[dict]]:
+    n = 100 if args.quick else 300
+    run = run_isolated(f"compile complete n={n}", build_complete, {"n": n, "d": 2}, call_compile, {})
+    row = dict(run.data) if run.ok else {"error": run.error}
+    row.update({"wall_s": run.wall, "peak_MiB": run.peak_mb})
+    return format_table([row]), [row]
+
+
+def run(args) -> int:
+    n = 200 if args.quick else args.n
+    sections = ["## Convex clustering (`gtvcvx bench clustering`)", "",
+                "Convex clustering is GTV with L_i(w) = ||w - a_i||^2 and the l2 fusion penalty. Points: five 2-D "
+                "Gaussian blobs (separation 4, std 1), standardized; graph: Gaussian-weighted k = 10 nearest "
+                f"neighbours; lam = {args.lam:g} (standardized units). Each run in a fresh process; peak_MiB "
+                "is the peak RSS of that process, extra_MiB what the measured call added on top of imports "
+                "and the instance. The machine is shared by other jobs, so timings are noisy.", ""]
+    rows_all = []
+    md, rows = _matched_part(args)
+    sections += [f"### Matched accuracy: n = {n}, k = 10", "",
+                 "Fast core to certified relative gap 1e-6; CVXPY references at their default tolerances "
+                 "(objective error = (P - P_best) / (1 + |P_best|), P evaluated by gtvcvx at each solver's W; "
+                 "the reference flows, the multipliers of Z = D W, are certified by gtvcvx too). "
+                 "total_s = setup (CVXPY compile) + solve.", "", md, ""]
+    fast = next((r for r in rows if r["solver"] == "fast"), None)
+    clar = next((r for r in rows if r["solver"] == "CVXPY+CLARABEL"), None)
+    if fast and clar and math.isfinite(clar.get("time_ratio_vs_fast", float("nan"))):
+        sections += [f"CLARABEL / fast core time ratio in this run: **{clar['time_ratio_vs_fast']:.3g}x** "
+                     "(target: at least 50x).", ""]
+    for r in rows:
+        r["part"] = "matched"
+    rows_all += rows
+    if not args.skip_scale:
+        md, rows = _scale_part(args)
+        sections += ["### Scaling of the fast core (k = 10, relative gap 1e-6)", "", md, "", PUBLISHED, ""]
+        for r in rows:
+            r["part"] = "scale"
+        rows_all += rows
+    md, rows = _compile_part(args)
+    sections += ["### CVXPY statement compile time, complete graph", "",
+                 "`gtvcvx.reference.clustering.clustering_statement` (Z = D W with one sparse incidence product, "
+                 "row-wise cones, lam a DPP parameter) and CVXPY's compilation for CLARABEL:", "", md, ""]
+    for r in rows:
+        r["part"] = "compile"
+    rows_all += rows
+    text = "\n".join(sections)
+    print(text)
+    path = write_bench_report(args.out, NAME, text, rows_all)
+    print(f"\nwritten: {path}")
+    return 0

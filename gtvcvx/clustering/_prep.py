@@ -1,0 +1,132 @@
+"""Input checks, explicit standardization and the default clustering graph."""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import graphs as graphs_mod
+from .._validation import as_float_array
+from ..graph import Graph
+from ..penalties import Penalty
+
+__all__ = ["check_points", "check_lam", "check_norm_penalty", "Standardization", "standardization",
+           "clustering_graph", "SOLVERS"]
+
+#: Solvers of :func:`gtvcvx.clustering.convex_clustering`.
+SOLVERS = ("fast", "CLARABEL", "SCS")
+
+
+def check_points(points, name: str = "points") -> np.ndarray:
+    """``points`` as a finite float64 (n, d) array with n, d >= 1, or a ValueError naming it."""
+    if points is None:
+        raise ValueError(f"{name} must be an (n, d) array of finite numbers, got None")
+    pts = as_float_array(points, name)
+    if pts.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D array of shape (n, d) (one point per row), got shape {pts.shape}")
+    if pts.shape[0] < 1 or pts.shape[1] < 1:
+        raise ValueError(f"{name} must have shape (n, d) with n, d >= 1, got {pts.shape}")
+    return pts
+
+
+def check_lam(lam, name: str = "lam") -> float:
+    """A finite lam >= 0."""
+    if isinstance(lam, bool) or not isinstance(lam, numbers.Real):
+        raise ValueError(f"{name} must be a real number >= 0, got {lam!r}")
+    value = float(lam)
+    if not np.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {lam!r}")
+    return value
+
+
+def check_norm_penalty(penalty) -> Penalty:
+    if not isinstance(penalty, Penalty):
+        raise ValueError(f"penalty must be a gtvcvx norm penalty (Norm2() or Norm1()), got {penalty!r}")
+    if not penalty.is_norm:
+        raise ValueError(f"penalty must be a norm (Norm2() or Norm1()) for clusters to fuse, got {penalty!r}")
+    return penalty
+
+
+@dataclass(frozen=True)
+class Standardization:
+    """Affine map ``z = (a - center) / scale`` per coordinate (identity when not standardizing).
+
+    Attributes
+    ----------
+    center, scale : ndarray (d,)
+    enabled : bool
+    """
+
+    center: np.ndarray
+    scale: np.ndarray
+    enabled: bool
+
+    def forward(self, points: np.ndarray) -> np.ndarray:
+        return (points - self.center) / self.scale if self.enabled else points
+
+    def inverse(self, Z: np.ndarray) -> np.ndarray:
+        """Back to the original units (centers are reported there)."""
+        return Z * self.scale + self.center if self.enabled else Z
+
+
+def standardization(points: np.ndarray, standardize: bool) -> Standardization:
+    """Per-coordinate mean 0, standard deviation 1 (constant coordinates keep scale 1)."""
+    if not isinstance(standardize, (bool, np.bool_)):
+        raise ValueError(f"standardize must be True or False, got {standardize!r}")
+    d = points.shape[1]
+    if not standardize:
+        return Standardization(np.zeros(d), np.ones(d), False)
+    center = points.mean(axis=0)
+    scale = points.std(axis=0)
+    scale = np.where(scale > 0, scale, 1.0)
+    return Standardization(center, scale, True)
+
+
+def clustering_graph(points, graph=None, *, k: int = 10, weights: str = "gaussian", phi=None) -> Graph:
+    """The clustering graph: a user :class:`Graph`, ``"complete"``, or (default) a k-NN union.
+
+    Parameters
+    ----------
+    points : ndarray (n, d)
+        Points the graph is built on (after standardization, if any).
+    graph : None, "knn", "complete" or Graph
+        ``None`` / ``"knn"``: symmetric k-nearest-neighbour graph; ``"complete"``: all pairs.
+    k : int
+        Neighbours per point for the k-NN graph (>= 1).
+    weights : {"gaussian", "uniform"}
+        ``A_ij = exp(-phi ||a_i - a_j||^2)`` or 1 (for ``"complete"`` and ``"knn"``).
+    phi : float, optional
+        Gaussian scale; default ``1 / median`` squared k-NN distance (``1 / median`` squared
+        pair distance for the complete graph).
+    """
+    n = points.shape[0]
+    if isinstance(graph, Graph):
+        if graph.n != n:
+            raise ValueError(f"graph has {graph.n} nodes but points has {n} rows")
+        return graph
+    if weights not in ("gaussian", "uniform"):
+        raise ValueError(f"weights must be 'gaussian' or 'uniform', got {weights!r}")
+    if phi is not None:
+        if isinstance(phi, bool) or not isinstance(phi, numbers.Real) or not (np.isfinite(phi) and phi >= 0):
+            raise ValueError(f"phi must be a finite number >= 0 or None, got {phi!r}")
+    if graph is None or (isinstance(graph, str) and graph == "knn"):
+        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+            raise ValueError(f"k must be an integer >= 1 (neighbours per point), got {k!r}")
+        return graphs_mod.knn(points, int(k), weights=weights, phi=phi)
+    if isinstance(graph, str) and graph == "complete":
+        base = graphs_mod.complete(n)
+        if weights == "uniform" or base.n_edges == 0:
+            return base
+        diff = points[base.edges[:, 0]] - points[base.edges[:, 1]]
+        sq = np.einsum("ed,ed->e", diff, diff)
+        if phi is None:
+            positive = sq[sq > 0]
+            phi = 1.0 / float(np.median(positive)) if positive.size else 1.0
+        w = np.exp(-float(phi) * sq)
+        if (w <= 0).any():
+            raise ValueError(f"phi = {phi:g} makes some Gaussian weights underflow to 0; use a smaller phi "
+                             "or standardize the points")
+        return base.with_weights(w)
+    raise ValueError(f"graph must be None, 'knn', 'complete' or a gtvcvx.Graph, got {graph!r}")

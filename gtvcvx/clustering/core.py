@@ -1,0 +1,294 @@
+"""``convex_clustering``: one call from points to certified centers and clusters."""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..graph import Graph
+from ..losses import SquaredDistance
+from ..penalties import Norm2
+from ..problem import GTVProblem
+from ..results import GTVResult
+from ._prep import (SOLVERS, Standardization, check_lam, check_norm_penalty, check_points, clustering_graph,
+                    standardization)
+from .labels import ClusterLabels, cluster_labels
+
+__all__ = ["ClusteringResult", "convex_clustering", "clustering_problem", "run_clustering_solver",
+           "snap_to_clusters"]
+
+
+@dataclass
+class ClusteringResult:
+    """Convex clustering at one lam: centers, clusters and the certificate behind them.
+
+    Attributes
+    ----------
+    centers : ndarray (n, d)
+        ``w_i`` for every point, in the original units (standardization undone).
+    labels : ndarray (n,)
+        Cluster of every point (:func:`cluster_labels`).
+    n_clusters : int
+    lam : float
+    gtv : GTVResult
+        The solve of the (standardized, if asked) problem: ``W``, flow ``U``, ``primal``,
+        ``dual``, ``gap``, ``rel_gap``, ``status``, times, history.
+    clusters : ClusterLabels
+        How each edge was decided (flow test, distance test) and the counts.
+    problem : GTVProblem
+        The problem that was solved (standardized points if ``standardize=True``).
+    standardization : Standardization
+    """
+
+    centers: np.ndarray
+    labels: np.ndarray
+    n_clusters: int
+    lam: float
+    gtv: GTVResult
+    clusters: ClusterLabels
+    problem: GTVProblem
+    standardization: Standardization
+
+    @property
+    def gap(self) -> float:
+        """Certified duality gap ``P(W) - D(U)`` (standardized units)."""
+        return self.gtv.gap
+
+    @property
+    def rel_gap(self) -> float:
+        return self.gtv.rel_gap
+
+    @property
+    def status(self) -> str:
+        return str(self.gtv.status)
+
+    @property
+    def graph(self) -> Graph:
+        return self.problem.graph
+
+    @property
+    def cluster_centers(self) -> np.ndarray:
+        """One center per cluster (mean of its members' centers), shape (n_clusters, d)."""
+        sums = np.zeros((self.n_clusters, self.centers.shape[1]))
+        np.add.at(sums, self.labels, self.centers)
+        return sums / np.bincount(self.labels, minlength=self.n_clusters)[:, None]
+
+    def to_row(self) -> dict:
+        row = {"lam": self.lam}
+        row.update(self.gtv.to_row())
+        row.update(self.clusters.summary())
+        return row
+
+    def __repr__(self) -> str:
+        return (f"ClusteringResult(lam={self.lam:.6g}, n_clusters={self.n_clusters}, status={self.status!r}, "
+                f"rel_gap={self.rel_gap:.3g}, solver={self.gtv.solver!r})")
+
+
+def _check_solver(solver) -> str:
+    if not isinstance(solver, str):
+        raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
+    name = "fast" if solver.lower() == "fast" else solver.upper()
+    if name not in SOLVERS:
+        raise ValueError(f"solver must be one of {SOLVERS} (CVXPY backends case-insensitive), got {solver!r}")
+    return name
+
+
+def _check_tol(tol, name: str = "tol") -> float:
+    if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not (np.isfinite(tol) and tol > 0):
+        raise ValueError(f"{name} must be a positive number, got {tol!r}")
+    return float(tol)
+
+
+def _check_k(k) -> int:
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+        raise ValueError(f"k must be an integer >= 1 (neighbours per point), got {k!r}")
+    return int(k)
+
+
+def clustering_problem(points, lam=0.0, graph=None, *, k: int = 10, weights: str = "gaussian", phi=None,
+                       penalty=None, standardize: bool = False) -> tuple[GTVProblem, Standardization]:
+    """The GTV problem of convex clustering (and the standardization applied to the points).
+
+    See :func:`convex_clustering` for the parameters. The graph is built on the standardized
+    points when ``standardize=True``.
+    """
+    pts = check_points(points)
+    lam = check_lam(lam)
+    k = _check_k(k)
+    penalty = check_norm_penalty(Norm2() if penalty is None else penalty)
+    std = standardization(pts, standardize)
+    Z = std.forward(pts)
+    G = clustering_graph(Z, graph, k=k, weights=weights, phi=phi)
+    return GTVProblem(G, SquaredDistance(Z), penalty, lam), std
+
+
+def snap_to_clusters(problem: GTVProblem, W: np.ndarray, U: np.ndarray, label_tol=None):
+    """``(W_snapped, certificate)``: every cluster's centers replaced by their mean, re-certified.
+
+    At large lam the objective charges ``lam A_e ||w_i - w_j||`` on every fused edge, so
+    rounding-level differences between fused centers (``1e-16`` relative) alone can cost more
+    than the target gap. Snapping the centers of each cluster to one value removes them; the
+    certificate is recomputed from scratch for the snapped ``W`` (the flow ``U`` is unchanged),
+    so the result is exactly as trustworthy as the solver's. Returns None when nothing fused.
+    """
+    from ..solvers.certificate import certify_pair
+
+    clusters = cluster_labels(problem, W, U, tol=label_tol)
+    if clusters.n_clusters == problem.n:
+        return None
+    sums = np.zeros((clusters.n_clusters, problem.d))
+    np.add.at(sums, clusters.labels, W)
+    means = sums / np.bincount(clusters.labels, minlength=clusters.n_clusters)[:, None]
+    snapped = means[clusters.labels]
+    U = problem.penalty.project_conjugate_domain(U, problem.capacities)
+    return snapped, certify_pair(problem, snapped, U)
+
+
+class _Polisher:
+    """Solver callback: at every certificate check-point, try the snapped centers."""
+
+    def __init__(self, problem, tol, user_callback=None):
+        self.problem, self.tol, self.user_callback = problem, tol, user_callback
+        self.best = None  # (W, certificate, iteration)
+
+    def offer(self, W, U, iteration):
+        found = snap_to_clusters(self.problem, W, U)
+        if found is not None and (self.best is None or found[1].rel_gap < self.best[1].rel_gap):
+            self.best = (found[0], found[1], iteration)
+        return self.best is not None and self.best[1].rel_gap <= self.tol
+
+    def __call__(self, info):
+        stop = bool(self.user_callback(info)) if self.user_callback is not None else False
+        return self.offer(info.W, info.certificate.U, info.iteration) or stop
+
+
+def run_clustering_solver(problem: GTVProblem, solver: str, *, tol: float = 1e-6, warm_start=None,
+                          statement=None, solver_options: dict | None = None, polish: bool = True) -> GTVResult:
+    """Solve a clustering problem with the fast core or a CVXPY backend (certified either way).
+
+    With ``polish`` (fast core only), every certificate check-point also certifies the centers
+    snapped to their clusters (:func:`snap_to_clusters`); the run stops as soon as either
+    certificate reaches ``tol``, and the better certified pair is returned.
+    """
+    options = dict(solver_options or {})
+    if solver != "fast":
+        from ..reference.clustering import solve_clustering
+
+        return solve_clustering(problem.loss.points, problem.lam, problem.graph, problem.penalty, solver,
+                                statement=statement, **options)
+    from ..results import Status, relative_gap
+    from ..solvers import solve
+
+    if not polish:
+        return solve(problem, tol=tol, warm_start=warm_start, **options)
+    polisher = _Polisher(problem, tol, options.pop("callback", None))
+    result = solve(problem, tol=tol, warm_start=warm_start, callback=polisher, **options)
+    if result.W is not None and result.U is not None and result.rel_gap > tol:
+        polisher.offer(result.W, result.U, result.iterations)
+    if polisher.best is None or not polisher.best[1].rel_gap < result.rel_gap:
+        return result
+    W, cert, iteration = polisher.best
+    ok = cert.rel_gap <= tol
+    stopped_by_polish = result.message == "stopped by callback" and ok
+    status = Status.OPTIMAL if ok and (result.ok or stopped_by_polish) else result.status
+    message = "centers snapped to their clusters and re-certified"
+    if not ok:
+        message = f"{result.message}; {message}" if result.message else message
+    residuals = dict(result.residuals)
+    residuals.update(cert.residuals)
+    info = dict(result.info)
+    info.update({"polished": True, "polished_at": iteration, "unpolished_rel_gap": result.rel_gap})
+    return GTVResult(status=status, solver=result.solver, W=W, U=cert.U, primal=cert.primal, dual=cert.dual,
+                     gap=cert.gap, rel_gap=relative_gap(cert.primal, cert.dual), value=cert.primal,
+                     iterations=result.iterations, setup_time=result.setup_time, solve_time=result.solve_time,
+                     residuals=residuals, history=result.history, message=message, info=info)
+
+
+def convex_clustering(points, lam, graph=None, k: int = 10, weights: str = "gaussian", phi=None, penalty=None,
+                      solver: str = "fast", tol: float = 1e-6, standardize: bool = False, *, label_tol=None,
+                      warm_start=None, polish: bool = True, solver_options: dict | None = None) -> ClusteringResult:
+    r"""Convex (sum-of-norms) clustering with a certified duality gap and dual-backed clusters.
+
+    Parameters
+    ----------
+    points : array_like (n, d)
+        One point per row (finite).
+    lam : float
+        Fusion strength ``lam >= 0`` (in the units of the standardized points if
+        ``standardize=True``).
+    graph : None, "knn", "complete" or Graph
+        Default (``None``): the symmetric k-nearest-neighbour graph with Gaussian weights.
+    k : int
+        Neighbours per point of the k-NN graph.
+    weights : {"gaussian", "uniform"}
+        ``A_ij = exp(-phi ||a_i - a_j||^2)`` or 1 (ignored for a user ``Graph``).
+    phi : float, optional
+        Gaussian scale; default ``1 / median`` squared neighbour distance.
+    penalty : Norm2 or Norm1, optional
+        Default ``Norm2()`` (rotation invariant).
+    solver : {"fast", "CLARABEL", "SCS"}
+        The gtvcvx fast core, or the CVXPY reference statement on a conic backend.
+    tol : float
+        Relative duality gap at which the fast core stops (CVXPY backends use their own
+        tolerances, see ``solver_options``).
+    standardize : bool
+        Scale every coordinate to mean 0 and standard deviation 1 before clustering (explicit,
+        never implicit). Centers are reported in the original units.
+    label_tol : float, optional
+        Fusion tolerance of :func:`cluster_labels` (default: the certificate's resolution).
+    warm_start : GTVResult, ClusteringResult or dict, optional
+        Start of the fast core (e.g. the solution at a nearby lam).
+    polish : bool
+        Fast core: also certify the centers snapped to their clusters at every check-point
+        and keep the better certified pair (see :func:`snap_to_clusters`; at large lam,
+        rounding-level differences between fused centers otherwise dominate the gap).
+    solver_options : dict, optional
+        Passed on: to :func:`gtvcvx.solve` (``max_iter``, ``time_limit``, ``primal_weight``,
+        ...) or to the CVXPY backend.
+
+    Returns
+    -------
+    ClusteringResult
+
+    Notes
+    -----
+    .. math:: \min_W \sum_i \|w_i - a_i\|_2^2 + \lambda \sum_{\{i,j\} \in E} A_{ij} \|w_i - w_j\|
+
+    is GTV minimization with the squared-distance loss; its network-flow dual is
+    ``max_U sum_i [<(D^T U)_i, a_i> - ||(D^T U)_i||^2 / 4]`` s.t. ``||U_e||_* <= lam A_e``, and
+    ``W = A - D^T U / 2`` at the optimum. The objective is strongly convex, so the centers are
+    unique; points with equal centers form a cluster, read off by :func:`cluster_labels` from
+    the certified flow. Properties (Tan & Witten): the path is continuous in lam, and every
+    component of the graph fuses into its mean for ``lam >= lam_max`` (:func:`lam_max`).
+
+    References
+    ----------
+    .. [1] T. D. Hocking, A. Joulin, F. Bach, J.-P. Vert, "Clusterpath: an algorithm for
+       clustering using convex fusion penalties", ICML 2011.
+    .. [2] E. C. Chi, K. Lange, "Splitting methods for convex clustering", JCGS 24(4), 2015.
+    .. [3] D. Sun, K.-C. Toh, Y. Yuan, "Convex clustering: model, theoretical guarantee and
+       efficient algorithm", JMLR 22, 2021.
+    .. [4] K. M. Tan, D. Witten, "Statistical properties of convex clustering", Electronic
+       Journal of Statistics 9(2), 2015.
+    """
+    solver = _check_solver(solver)
+    tol = _check_tol(tol)
+    problem, std = clustering_problem(points, lam, graph, k=k, weights=weights, phi=phi, penalty=penalty,
+                                      standardize=standardize)
+    if isinstance(warm_start, ClusteringResult):
+        warm_start = warm_start.gtv
+    result = run_clustering_solver(problem, solver, tol=tol, warm_start=warm_start,
+                                   solver_options=solver_options, polish=polish)
+    return finish_clustering(problem, std, result, label_tol)
+
+
+def finish_clustering(problem: GTVProblem, std: Standardization, result: GTVResult, label_tol=None) -> ClusteringResult:
+    """Labels and original-unit centers for a solved clustering problem."""
+    if result.W is None:
+        raise RuntimeError(f"the {result.solver} solve returned no solution (status {result.status}: "
+                           f"{result.message})")
+    clusters = cluster_labels(problem, result.W, result.U, tol=label_tol)
+    return ClusteringResult(centers=std.inverse(result.W), labels=clusters.labels, n_clusters=clusters.n_clusters,
+                            lam=problem.lam, gtv=result, clusters=clusters, problem=problem, standardization=std)
