@@ -120,7 +120,7 @@ class _Tracker:
     def out_of_time(self) -> bool:
         return self.time_limit is not None and self.elapsed() >= self.time_limit
 
-    def check(self, iteration: int, lam_scaled, z=None, **extra) -> float:
+    def check(self, iteration: int, lam_scaled, z=None, record: bool = True, **extra) -> float:
         """Certify (lam, z); update the best bounds; record a history row. Returns rel_gap."""
         cert = certify(self.p, lam_scaled * self.p.N, z, feasible_alpha=self.feasible_alpha)
         self.last = cert
@@ -129,7 +129,7 @@ class _Tracker:
         if cert.alpha_envelope is not None and cert.primal < self.best_primal:
             self.best_primal, self.best_alpha = cert.primal, cert.alpha_envelope
         gap, rel = self.gap()
-        if self.record:
+        if self.record and record:
             row = {"iteration": iteration, "time": self.elapsed(), "dual": self.best_dual,
                    "primal": self.best_primal, "gap": gap, "rel_gap": rel}
             row.update(extra)
@@ -524,7 +524,7 @@ def _pdhg(sc, tracker, lam, z, max_iter, *, check_every=64, restart=True, lp_che
         since += 1
         if k % check_every and k < max_iter and not tracker.out_of_time():
             continue
-        tracker.check(k, lam_avg, z_avg, restarts=restarts, omega=omega)
+        tracker.check(k, lam_avg, z_avg, record=False)  # the averaged iterate improves the bounds too
         rel = tracker.check(k, lam, z, restarts=restarts, omega=omega)
         n_checks += 1
         status, message = _stop_state(tracker, min(rel, tracker.gap()[1]), k, max_iter, lp_check_after, n_checks)
