@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numbers
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -143,7 +143,7 @@ def _check_lams(lams) -> np.ndarray:
 def clustering_path(points, lams=None, *, n_lams: int = 40, lam_min_ratio=None, graph=None, k: int = 10,
                     weights: str = "gaussian", phi=None, penalty=None, solver: str = "fast", tol: float = 1e-6,
                     standardize: bool = False, label_tol=None, lam_max_method=None, polish: bool = True,
-                    solver_options: dict | None = None, callback=None) -> ClusteringPath:
+                    keep_flows: bool = False, solver_options: dict | None = None, callback=None) -> ClusteringPath:
     r"""Convex clustering along a lam grid, warm-started, certified at every lam.
 
     Parameters
@@ -162,6 +162,10 @@ def clustering_path(points, lams=None, *, n_lams: int = 40, lam_min_ratio=None, 
         Method of :func:`lam_max`; default ``"auto"`` (solved to ``rtol``) for the default grid,
         ``"tree"`` (a certified bracket from a spanning forest, no conic solve) when ``lams``
         are given.
+    keep_flows : bool
+        Keep every lam's flow ``U`` (|E| x d) and per-node / per-edge gap arrays in the stored
+        results (memory grows with the number of lams); by default only the certificate's
+        numbers, the centers and the edge decisions are kept.
     callback : callable, optional
         ``callback(index, result)`` after every lam (e.g. progress).
 
@@ -227,10 +231,13 @@ def clustering_path(points, lams=None, *, n_lams: int = 40, lam_min_ratio=None, 
         result = run_clustering_solver(p, solver, tol=tol, warm_start=warm, statement=statement,
                                        solver_options=solver_options, polish=polish)
         item = finish_clustering(p, std, result, label_tol)
-        results.append(item)
         if callback is not None:
             callback(index, item)
         prev, prev_lam = result, float(lam)
+        if not keep_flows:
+            item.gtv = replace(result, U=None, info={k: v for k, v in result.info.items()
+                                                     if k not in ("node_gaps", "edge_gaps")})
+        results.append(item)
     return ClusteringPath(lams=grid, results=results, lam_max=lm, problem=problem.with_lam(float(grid[-1])),
                           standardization=std, points=pts, time=time.perf_counter() - t0,
                           info={"solver": solver, "tol": tol})

@@ -116,7 +116,7 @@ def clustering_real_data(params: dict, out_dir: Path, *, quick: bool = False) ->
                              "nested": path.is_nested(), "path_s": elapsed})
         show = table[["lam", "n_clusters", "ari", "status", "rel_gap", "iterations", "solve_time",
                       "n_flow_decided", "n_distance_decided", "n_uncertain", "label_tol"]]
-        body = show.to_markdown(index=False, floatfmt=".4g") if _has_tabulate() else show.to_string(index=False)
+        body = _markdown_table(show)
         sections += [
             f"### {name} (n = {X.shape[0]}, d = {X.shape[1]}, {len(np.unique(y))} classes)", "",
             f"Standardized features, Gaussian {p['k']}-NN graph ({path.problem.n_edges} edges), "
@@ -132,7 +132,7 @@ def clustering_real_data(params: dict, out_dir: Path, *, quick: bool = False) ->
 
     summary = pd.DataFrame(summary_rows)
     tables["clustering_summary"] = summary
-    head = summary.to_markdown(index=False, floatfmt=".4g") if _has_tabulate() else summary.to_string(index=False)
+    head = _markdown_table(summary)
     intro = [
         "Convex clustering (sum of norms) on scikit-learn's iris and wine data with gtvcvx's fast core. "
         "Every lam carries a certified duality gap; clusters are read off the dual flow "
@@ -144,12 +144,16 @@ def clustering_real_data(params: dict, out_dir: Path, *, quick: bool = False) ->
                             tables=tables, figures=figures, measured=measured)
 
 
-def _has_tabulate() -> bool:
-    try:
-        import tabulate  # noqa: F401
-    except ImportError:
-        return False
-    return True
+def _markdown_table(df) -> str:
+    """A Markdown table (no optional dependency), numbers with 4 significant digits."""
+    def cell(v):
+        if isinstance(v, (float, np.floating)):
+            return "nan" if v != v else format(float(v), ".4g")
+        return str(v)
+
+    lines = ["| " + " | ".join(map(str, df.columns)) + " |", "|" + "---|" * len(df.columns)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join(lines)
 
 
 EXPERIMENTS = {"clustering_real_data": clustering_real_data}
