@@ -64,15 +64,21 @@ def plot_clusterpath(path, ax=None, *, color_by=None, show_points: bool = True, 
     Notes
     -----
     2-D data are drawn as is; higher-dimensional data (and centers) are projected on the first
-    two principal axes of the points (Hocking et al. 2011 draw the same picture).
+    two principal axes of the points (Hocking et al. 2011 draw the same picture). When the
+    path was computed on standardized points, the picture is drawn in the standardized
+    coordinates too (the space where the fusion penalty acts).
     """
     from matplotlib.collections import LineCollection
     from matplotlib import colormaps
 
     ax = _new_axes(ax)
-    project, names = projection_2d(path.points)
-    C = project(path.centers)  # (L, n, 2)
-    P = project(path.points)
+    std = path.standardization
+    points, centers = std.forward(path.points), std.forward(path.centers)
+    project, names = projection_2d(points)
+    if std.enabled:
+        names = tuple(f"{name} (standardized)" if name else name for name in names)
+    C = project(centers)  # (L, n, 2)
+    P = project(points)
     traces = np.concatenate([P[None], C], axis=0)  # start at the points themselves
     labels = _color_labels(path, color_by)
     _, codes = np.unique(labels, return_inverse=True)
