@@ -234,7 +234,7 @@ def _conic_flow(graph: Graph, B: np.ndarray, penalty: Penalty, upper_hint: float
     q = np.zeros(nv)
     q[-1] = 1.0
     settings = clarabel.DefaultSettings()
-    settings.verbose = bool(__import__("os").environ.get("GTV_VERBOSE"))
+    settings.verbose = False
     settings.max_iter = max_iter
     settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = 1e-10
     solution = clarabel.DefaultSolver(sp.csc_matrix((nv, nv)), q, Acon, b, cones, settings).solve()
