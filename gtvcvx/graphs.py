@@ -164,7 +164,9 @@ def knn(points, k: int = 10, *, weights: str = "gaussian", phi: float | None = N
     weights : {"gaussian", "uniform"}
         ``"gaussian"`` gives ``A_ij = exp(-phi ||a_i - a_j||^2)``; ``"uniform"`` gives 1.
     phi : float, optional
-        Gaussian scale; default ``1 / median`` of the squared k-NN distances (scale-free).
+        Gaussian scale; default ``0.5 / mean feature variance`` of the points, i.e. Chi &
+        Lange's ``phi = 0.5`` on standardized data, scale-free and mild enough that weights
+        of far-away outliers do not underflow.
 
     Notes
     -----
@@ -205,8 +207,8 @@ def knn(points, k: int = 10, *, weights: str = "gaussian", phi: float | None = N
     if weights == "uniform":
         return Graph.from_edges(n, pairs)
     if phi is None:
-        positive = sq[sq > 0]
-        phi = 1.0 / float(np.median(positive)) if positive.size else 1.0
+        spread = float(pts.var(axis=0).mean())
+        phi = 0.5 / spread if spread > 0 else 1.0
     phi = float(as_float_array(phi, "phi", ndim=0))
     if phi < 0:
         raise ValueError(f"phi must be >= 0, got {phi}")

@@ -32,7 +32,8 @@ class FeasibleFlow:
         iterate was from the linear constraints (flow conservation at nodes without data,
         ``range(X_i^T)`` at nodes with ``m_i < d``).
     capacity_scale : float
-        The global factor ``alpha <= 1`` applied to fit every edge into its capacity ball.
+        The common factor ``alpha <= 1`` applied to the edges touching constrained nodes to fit
+        them into their capacity balls (other edges are projected one by one).
     scale : float
         Flow scale of the input iterate (``max deg * max |U|``): net flows below
         ``DOMAIN_RTOL * scale`` are rounding error of the projection.
@@ -156,8 +157,10 @@ class FlowProjector:
        ``A^T y`` with ``A A^T y = A U`` by conjugate gradients in node space (see
        ``_ConservationOperator``). Across a run each call starts from the previous ``y`` (the
        flows change little between check-points), so the work is amortized.
-    2. A global scaling ``alpha = min(1, min_e c_e / ||U'_e||_*)`` into the capacity balls,
-       which keeps the homogeneous linear constraints exactly satisfied.
+    2. Into the capacity balls: edges with no constrained end point are projected edge by
+       edge (nothing else depends on their flow); the edges touching a constrained node are
+       scaled by one common ``alpha = min(1, min_e c_e / ||U'_e||_*)``, which keeps the
+       homogeneous linear constraints at those nodes exactly satisfied.
 
     The CG target is set from the domain tolerance of the conjugates: the leftover
     violation must be below ``0.1 * DOMAIN_RTOL`` times the flow scale, so that the loss
@@ -169,6 +172,9 @@ class FlowProjector:
         self.problem = problem
         nodes = _constrained_nodes(problem)
         self.operator = _ConservationOperator(problem, nodes) if nodes.size and problem.n_edges else None
+        constrained = np.zeros(problem.n, dtype=bool)
+        constrained[nodes] = True
+        self.coupled_edges = constrained[problem.graph.edges].any(axis=1)  # touch a constrained node
         self.max_iter = max_iter or max(1000, 10 * int(np.sqrt(max(problem.n, 1))))
         self.warm = warm
         self.multipliers = None
@@ -198,11 +204,15 @@ class FlowProjector:
             usage = problem.penalty._dual_norms(out.U)
             caps = problem.capacities
             over = usage > caps
-            if over.any():
+            coupled = self.coupled_edges
+            if (over & coupled).any():
                 with np.errstate(divide="ignore"):
-                    alpha = float(np.min(np.where(over, caps / usage, 1.0)))
+                    alpha = float(np.min(np.where(over & coupled, caps / usage, 1.0)))
                 out.capacity_scale = alpha
-                out.U *= alpha
+                out.U[coupled] *= alpha
+            free = over & ~coupled
+            if free.any():
+                out.U[free] = problem.penalty._prox_conjugate(out.U[free], 1.0, caps[free])
         return out
 
 
