@@ -29,6 +29,7 @@ def stub_experiments(monkeypatch):
 
         fig, ax = plt.subplots(figsize=(2, 2))
         ax.plot([0, 1], [1, 0])
+        ax.set_title(Path(out_dir).name)  # distinct bytes per experiment
         fig.savefig(Path(out_dir) / "stub.png", dpi=40)
         plt.close(fig)
         return ExperimentOutput(title="Stub study", markdown="### Stub\n\n![stub](stub.png)\n",
@@ -57,13 +58,17 @@ def test_report_on_all_problems_from_scratch(tmp_path, capsys, monkeypatch):
         spec_dir = out / "specs" / spec.name
         assert (spec_dir / "report.md").is_file()
         if spec.kind == "experiment":
-            for name in ("experiment.md", "sweep.csv", "measured.json", "stub.png"):
+            for name in ("experiment.md", "sweep.csv", "measured.json"):
                 assert (spec_dir / name).is_file(), name
             assert entry["measured"] == {"value": 1.0, "quick": 0.0}
-            assert f"specs/{spec.name}/stub.png" in index
-            if spec.output:  # the experiment's own page, links rebased to the spec directory
+            # figures go next to the experiment's own page when the spec names one (paper.md -> paper/)
+            figure_dir = Path(spec.output).with_suffix("").as_posix() if spec.output else f"specs/{spec.name}"
+            assert (out / figure_dir / "stub.png").is_file()
+            assert f"]({figure_dir}/stub.png)" in index
+            assert f"](../../{figure_dir}/stub.png)" in (spec_dir / "report.md").read_text()
+            if spec.output:  # the experiment's own page, links relative to it
                 page = (out / spec.output).read_text()
-                assert page.startswith("# Stub study") and f"specs/{spec.name}/stub.png" in page
+                assert page.startswith("# Stub study") and f"]({figure_dir}/stub.png)" in page
             continue
         table = pd.read_csv(spec_dir / "comparison.csv")
         assert table.loc[table["solver"] == "fast", "status"].item() == "optimal"

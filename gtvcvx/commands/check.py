@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 import time
+from pathlib import Path
 import xml.etree.ElementTree as ET
 
 NAME = "check"
@@ -112,14 +114,17 @@ def run(args) -> int:
     t0 = time.perf_counter()
     results = []
     width = max(len(s.name) for s in specs)
-    for spec in specs:
-        r = run_checks(spec, solver=args.solver, reference=args.reference, max_rel_gap=args.max_rel_gap,
-                       quick=args.quick, cache=cache)
-        results.append(r)
-        for o in r.outcomes:
-            if args.quiet and o.outcome in ("passed", "skipped"):
-                continue
-            print(f"{_MARK[o.outcome]:<5} {r.name:<{width}}  {o.name:<20} {o.describe()}")
+    # experiments write their figures under one directory that lives for the whole run (a
+    # summary experiment may reuse the outputs of the studies run before it)
+    with tempfile.TemporaryDirectory(prefix="gtvcvx-check-") as scratch:
+        for k, spec in enumerate(specs):
+            r = run_checks(spec, solver=args.solver, reference=args.reference, max_rel_gap=args.max_rel_gap,
+                           quick=args.quick, cache=cache, out_dir=Path(scratch) / f"{k:03d}")
+            results.append(r)
+            for o in r.outcomes:
+                if args.quiet and o.outcome in ("passed", "skipped"):
+                    continue
+                print(f"{_MARK[o.outcome]:<5} {r.name:<{width}}  {o.name:<20} {o.describe()}", flush=True)
     elapsed = time.perf_counter() - t0
 
     n = {k: sum(1 for r in results for o in r.outcomes if o.outcome == k)

@@ -18,6 +18,7 @@ Every file is written atomically, so an interrupted run leaves complete files on
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -79,6 +80,7 @@ class SpecReport:
     files: list = field(default_factory=list)  # paths relative to the output directory
     notes: list = field(default_factory=list)
     experiment_markdown: str = ""
+    experiment_dir: str = ""  # where the experiment wrote its figures, relative to the output directory
     measured: dict = field(default_factory=dict)
     error: str = ""
     elapsed: float = 0.0
@@ -197,8 +199,14 @@ def _relpath(path: Path, root: Path) -> str:
     return Path(path).resolve().relative_to(root.resolve()).as_posix()
 
 
-def _spec_markdown(rep: SpecReport, link_prefix: str = "", level: int = 1) -> str:
-    """The Markdown section of one spec; ``link_prefix`` is how the page reaches ``OUT``."""
+def _spec_markdown(rep: SpecReport, link_prefix: str = "", level: int = 1, *, full: bool = True,
+                   seen_figures: dict | None = None, root: Path | None = None) -> str:
+    """The Markdown section of one spec; ``link_prefix`` is how the page reaches ``OUT``.
+
+    ``full=False`` (the index) leaves an experiment's own text to its page and lists its
+    measured values and figures; ``seen_figures`` (content hash -> path) then skips figures
+    whose bytes were already shown (a summary experiment copies its studies' figures).
+    """
     h = "#" * level
     lines = [f"{h} {rep.name}", ""]
     if rep.description:
@@ -220,13 +228,26 @@ def _spec_markdown(rep: SpecReport, link_prefix: str = "", level: int = 1) -> st
             lines.append(f"- `{solver}`: {message}")
         if messages:
             lines.append("")
-    if rep.experiment_markdown:
-        lines += [_rebase_markdown(rep.experiment_markdown, f"{link_prefix}specs/{rep.slug}", demote=level), ""]
+    if rep.experiment_markdown and full:
+        lines += [_rebase_markdown(rep.experiment_markdown, f"{link_prefix}{rep.experiment_dir}", demote=level), ""]
+    elif rep.experiment_markdown:
+        title = rep.experiment_markdown.splitlines()[0].lstrip("#").strip()
+        lines += [f"Experiment: **{title}** ([full text]({link_prefix}specs/{rep.slug}/report.md)).", ""]
     if rep.measured:
         lines += ["| measured | value |", "|---|---|"]
         lines += [f"| {k} | {format_number(v, 6)} |" for k, v in rep.measured.items()]
         lines.append("")
-    for fig in rep.figures:
+    figures = rep.figures
+    if rep.kind == "experiment" and full:  # the experiment's text shows its figures; add the others
+        figures = [f for f in rep.figures if Path(f).name not in rep.experiment_markdown]
+    for fig in figures:
+        if seen_figures is not None and root is not None and (root / fig).is_file():
+            digest = hashlib.sha256((root / fig).read_bytes()).hexdigest()
+            if digest in seen_figures:
+                lines += [f"- `{Path(fig).name}`: the same figure as [{seen_figures[digest]}]({link_prefix}"
+                          f"{seen_figures[digest]}) above", ""]
+                continue
+            seen_figures[digest] = fig
         lines += [f"![{Path(fig).stem}]({link_prefix}{fig})", ""]
     for note in rep.notes:
         lines.append(f"- {note}")
@@ -243,37 +264,7 @@ def _run_spec(spec, rep: SpecReport, out: Path, *, solvers, formats, progress, q
     spec_dir = out / "specs" / rep.slug
     spec_dir.mkdir(parents=True, exist_ok=True)
     if rep.kind == "experiment":
-        if progress is not None:
-            progress.start(f"{rep.name}: experiment {spec.experiment}")
-        try:
-            output = run_experiment(spec, spec_dir, quick=quick)
-        finally:
-            if progress is not None:
-                progress.advance()
-        rep.experiment_markdown = f"## {output.title}\n\n{output.markdown.strip()}\n"
-        rep.measured = {k: _json_value(v) for k, v in (output.measured or {}).items()}
-        for key, df in (output.tables or {}).items():
-            stem = spec_dir / re.sub(r"[^A-Za-z0-9_.-]+", "_", str(key))
-            if "csv" in formats:
-                atomic_write_text(stem.with_suffix(".csv"), df.to_csv(index=False, float_format="%.17g"))
-                rep.files.append(_relpath(stem.with_suffix(".csv"), out))
-        atomic_write_text(spec_dir / "experiment.md", rep.experiment_markdown)
-        rep.files.append(_relpath(spec_dir / "experiment.md", out))
-        target = getattr(spec, "output", None)
-        if target and "md" in formats:
-            target = out / target
-            depth = len(target.relative_to(out).parts) - 1
-            prefix = "../" * depth + f"specs/{rep.slug}"
-            atomic_write_text(target, f"# {output.title}\n\n" + _rebase_markdown(output.markdown.strip(), prefix) + "\n")
-            rep.files.append(_relpath(target, out))
-        if "json" in formats:
-            atomic_write_text(spec_dir / "measured.json", json.dumps(rep.measured, indent=1, sort_keys=True) + "\n")
-            rep.files.append(_relpath(spec_dir / "measured.json", out))
-        for fig in output.figures or []:
-            fig = Path(fig)
-            fig = fig if fig.is_absolute() else spec_dir / fig
-            if fig.is_file():
-                rep.files.append(_relpath(fig, out))
+        _run_experiment_spec(spec, rep, out, spec_dir, formats=formats, progress=progress, quick=quick)
         return
     plan = select_solvers(spec, solvers, size_limits=size_limits)
     skip = {s: reason for s, reason in plan if reason}
@@ -285,6 +276,57 @@ def _run_spec(spec, rep: SpecReport, out: Path, *, solvers, formats, progress, q
     for path in write_table(comparison.table, spec_dir / "comparison", formats):
         rep.files.append(_relpath(path, out))
     _spec_figures(spec, rep, comparison, spec_dir, out)
+
+
+_RESERVED = ("index.md", "index.html", "README.md", "specs")
+
+
+def _run_experiment_spec(spec, rep, out, spec_dir, *, formats, progress, quick):
+    """Run an experiment spec. Its figures go to ``OUT/<stem>/`` when the spec names an
+    ``output`` page ``<stem>.md`` (the layout the experiments' own writers use), else to
+    ``OUT/specs/<name>/``; its tables, measured values and Markdown to ``OUT/specs/<name>/``."""
+    target = getattr(spec, "output", None)
+    if target and (Path(target).parts[0] in _RESERVED or Path(target).name in _RESERVED):
+        rep.notes.append(f"output {target!r} would overwrite the report's own files; not written")
+        target = None
+    exp_dir = (out / Path(target).with_suffix("")) if target else spec_dir
+    if progress is not None:
+        progress.start(f"{rep.name}: experiment {spec.experiment}")
+    try:
+        exp_dir.mkdir(parents=True, exist_ok=True)
+        output = run_experiment(spec, exp_dir, quick=quick)
+    finally:
+        if progress is not None:
+            progress.advance()
+    rep.experiment_dir = _relpath(exp_dir, out)
+    rep.experiment_markdown = f"## {output.title}\n\n{output.markdown.strip()}\n"
+    rep.measured = {k: _json_value(v) for k, v in (output.measured or {}).items()}
+    for key, df in (output.tables or {}).items():
+        stem = spec_dir / re.sub(r"[^A-Za-z0-9_.-]+", "_", str(key))
+        if "csv" in formats:
+            atomic_write_text(stem.with_suffix(".csv"), df.to_csv(index=False, float_format="%.17g"))
+            rep.files.append(_relpath(stem.with_suffix(".csv"), out))
+    if "md" in formats:
+        experiment_page = rep.experiment_markdown  # links relative to the experiment's directory
+        if exp_dir != spec_dir:
+            experiment_page = _rebase_markdown(experiment_page, "../../" + _relpath(exp_dir, out))
+        atomic_write_text(spec_dir / "experiment.md", experiment_page)
+        rep.files.append(_relpath(spec_dir / "experiment.md", out))
+    if "json" in formats:
+        atomic_write_text(spec_dir / "measured.json", json.dumps(rep.measured, indent=1, sort_keys=True) + "\n")
+        rep.files.append(_relpath(spec_dir / "measured.json", out))
+    if target and "md" in formats:
+        page = out / target
+        prefix = "../" * (len(Path(target).parts) - 1) + _relpath(exp_dir, out)
+        atomic_write_text(page, f"# {output.title}\n\n" + _rebase_markdown(output.markdown.strip(), prefix) + "\n")
+        rep.files.append(_relpath(page, out))
+    for fig in output.figures or []:
+        fig = Path(fig)
+        fig = fig if fig.is_absolute() else exp_dir / fig
+        if fig.is_file() and fig.suffix.lower() in (".png", ".jpg", ".jpeg", ".gif", ".svg"):
+            rel = _relpath(fig, out)
+            if rel not in rep.figures:
+                rep.figures.append(rel)
 
 
 def _spec_figures(spec, rep, comparison, spec_dir, out):
@@ -387,7 +429,8 @@ def _overview(reports) -> str:
     return "\n".join(lines)
 
 
-def _index_markdown(reports, env: dict, *, command: str, elapsed: float, memory: str | None, rule: str) -> str:
+def _index_markdown(reports, env: dict, *, command: str, elapsed: float, memory: str | None, rule: str,
+                    root: Path) -> str:
     from .. import __version__
 
     lines = ["# gtvcvx report", "",
@@ -405,8 +448,9 @@ def _index_markdown(reports, env: dict, *, command: str, elapsed: float, memory:
     if memory:
         lines += [f"Memory is measured with `{memory}` (see the column legend).", ""]
     lines += ["## Specs", ""]
+    seen: dict = {}
     for rep in reports:
-        lines += [_spec_markdown(rep, link_prefix="", level=3), ""]
+        lines += [_spec_markdown(rep, link_prefix="", level=3, full=False, seen_figures=seen, root=root), ""]
     lines += ["## Environment", "", "| item | value |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in env.items()]
     lines += ["", "| spec | seed | file |", "|---|---|---|"]
@@ -506,7 +550,8 @@ def build_report(paths, out_dir, *, solvers=None, formats=FORMATS, progress=None
                                  time_limit=time_limit if time_limit is not None else REFERENCE_TIME_LIMIT)
     memory_method = next((r.memory for r in reports if r.memory), None)
     command = command or "gtvcvx report " + " ".join(map(str, paths)) + f" --out {out_dir}"
-    index_md = _index_markdown(reports, env, command=command, elapsed=elapsed, memory=memory_method, rule=rule)
+    index_md = _index_markdown(reports, env, command=command, elapsed=elapsed, memory=memory_method, rule=rule,
+                               root=out)
     summary = _summary_rows(reports)
     if "csv" in formats and len(summary):
         atomic_write_text(out / "specs" / "summary.csv", summary.to_csv(index=False, float_format="%.17g"))

@@ -412,7 +412,7 @@ def run_comparison(spec_or_problem, solvers=DEFAULT_SOLVERS, *, skip=None, memor
     if usable:
         i_ref = min(usable, key=lambda i: (rows[i]["rel_gap"], i))
         reference = rows[i_ref]["solver"]
-        value_key = "primal"
+        value_key = "dual" if is_rkhs else "primal"  # RKHS: the dual is the convex problem solved
         p_ref = rows[i_ref][value_key]
         x_ref = _solution_of(results.get(reference))
         obj_err, sol_err = [], []
@@ -468,8 +468,9 @@ def compare(spec_or_problem, solvers=DEFAULT_SOLVERS, **kwargs) -> pd.DataFrame:
         ``peak_traced_mb``, see :class:`MemoryMeter`) and ``message``. ``table.attrs`` holds
         ``reference`` and ``memory``. For RKHS specs the columns of
         :meth:`RKHSResult.to_row` (``accuracy`` is the test accuracy, ``n_kernels``,
-        ``n_critical``) replace the GTV accuracy columns and the solution compared is the
-        feasible envelope-primal ``alpha``.
+        ``n_critical``) replace the GTV accuracy columns, ``objective_error`` compares dual
+        values ``|D - D_ref| / max(1, |D_ref|)`` (the convex problem the solvers solve) and the
+        solution compared is the feasible envelope-primal ``alpha``.
     """
     return run_comparison(spec_or_problem, solvers, **kwargs).table
 
