@@ -22,7 +22,7 @@ from ..results import Status
 
 __all__ = ["compare", "run_comparison", "Comparison", "select_solvers", "problem_size", "truth_metrics",
            "MemoryMeter", "DEFAULT_SOLVERS", "REFERENCE_SIZE_LIMITS", "REFERENCE_TIME_LIMIT", "SKIPPED",
-           "FAST_CHECK_EVERY", "fast_check_every", "cluster_module"]
+           "cluster_module"]
 
 #: Solvers compared by default: the fast core and the two CVXPY references.
 DEFAULT_SOLVERS = ("fast", "CLARABEL", "SCS")
@@ -38,20 +38,6 @@ REFERENCE_TIME_LIMIT = 300.0
 
 #: Status of a row whose solver was not run (with the reason in ``message``).
 SKIPPED = "skipped"
-
-#: Certificate spacing of the fast core in reports and checks: every 10 iterations on instances
-#: of :func:`problem_size` below 10,000 (cheap certificates, detailed convergence plots), else
-#: every 50. The core's default spacing adapts to measured timings, which makes its iterates
-#: (and so the reported numbers) differ from run to run; a fixed spacing keeps reports
-#: reproducible. (The core still certifies early when its fixed-point residual drops.)
-FAST_CHECK_EVERY = (10, 10_000, 50)
-
-
-def fast_check_every(problem) -> int:
-    """The fixed certificate spacing used for ``problem`` (see :data:`FAST_CHECK_EVERY`)."""
-    small, threshold, large = FAST_CHECK_EVERY
-    return small if problem_size(problem) < threshold else large
-
 
 def cluster_module():
     """:mod:`gtvcvx.clustering` if it is available (it provides ``cluster_labels``), else None."""
@@ -358,15 +344,14 @@ def run_comparison(spec_or_problem, solvers=DEFAULT_SOLVERS, *, skip=None, memor
     progress : gtvcvx.progress.Progress, optional
         Told which solver runs (``start``) and when it finished (``advance``).
     fast_options : dict, optional
-        Extra keyword arguments of :func:`gtvcvx.solve` (default: a fixed certificate spacing
-        :func:`fast_check_every`, for reproducible numbers).
+        Extra keyword arguments of :func:`gtvcvx.solve` (e.g. ``check_every``).
     """
     from ..runner import normalize_solver_name
 
     spec, problem = _spec_problem(spec_or_problem)
     is_rkhs = getattr(spec, "kind", "gtv") == "rkhs"
     skip = {normalize_solver_name(k): v for k, v in (skip or {}).items()}
-    fast_options = {"check_every": fast_check_every(problem)} if fast_options is None else dict(fast_options)
+    fast_options = dict(fast_options or {})
     names = [normalize_solver_name(s) for s in solvers]
     names += [s for s in skip if s not in names]
     rows, results, certificates = [], {}, {}

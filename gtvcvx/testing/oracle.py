@@ -243,14 +243,12 @@ def _status_outcome(status) -> CheckOutcome:
 
 def _check_gtv(spec, checks, report, solver, reference, cache):
     from ..metrics import relative_error
-    from ..report.compare import fast_check_every, truth_metrics
+    from ..report.compare import truth_metrics
     from ..runner import run_solver
     from .certify import certify
 
     problem = spec.problem
     options = _solve_options(spec, solver)
-    if solver == "fast":
-        options.setdefault("check_every", fast_check_every(problem))
     result = run_solver(problem, solver, **options)
     report.solver, report.status = result.solver, str(result.status)
     report.outcomes.append(_status_outcome(result.status))
