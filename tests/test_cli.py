@@ -56,3 +56,11 @@ def test_usage_error_exits_2():
     with pytest.raises(SystemExit) as info:
         main(["solve"])
     assert info.value.code == 2
+
+
+def test_solve_rkhs_spec_and_refuse_experiment_spec(capsys):
+    assert main(["solve", str(ROOT / "problems/rkhs/quick.toml"), "--tol", "1e-8"]) == 0
+    out = capsys.readouterr().out
+    assert "status      optimal" in out and "accuracy" in out
+    assert main(["solve", str(ROOT / "problems/clustering/iris_wine.toml")]) == 2
+    assert "experiment spec" in capsys.readouterr().err

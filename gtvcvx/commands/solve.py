@@ -49,6 +49,9 @@ def run(args) -> int:
     from ..spec import load_spec
 
     spec = load_spec(args.spec)
+    if spec.kind == "experiment":
+        raise ValueError(f"{spec.path}: an experiment spec ('{spec.experiment}') is a study, not one problem; "
+                         "run it with 'gtvcvx report' or 'gtvcvx check'")
     options = {k: v for k, v in spec.solve_options.items()}
     solver = args.solver or options.pop("solver", "fast")
     options.pop("solver", None)
@@ -57,6 +60,8 @@ def run(args) -> int:
         if value is not None:
             options[key] = value
     check_solver_name(solver)
+    if spec.kind == "rkhs":
+        return _run_rkhs(spec, solver, options, args)
     result = run_solver(spec.problem, solver, **options)
     summary = summarize(spec, result)
     if args.save:
@@ -83,6 +88,33 @@ def run(args) -> int:
         width = max(len(k) for k, _ in labels)
         for key, value in labels:
             print(f"{key:<{width}}  {value}")
+    return 0 if result.status == Status.OPTIMAL else 1
+
+
+def _run_rkhs(spec, solver, options, args) -> int:
+    """``gtvcvx solve`` on a ``kind = "rkhs"`` spec: solve, print the certificate and accuracy."""
+    import dataclasses
+
+    from ..results import Status
+    from ..rkhs import run_rkhs_spec
+
+    if args.save:
+        raise ValueError("--save writes GTV results; it is not available for rkhs specs")
+    overrides = {k: options[k] for k in ("tol", "max_iter", "time_limit") if k in options}
+    if overrides:
+        spec = dataclasses.replace(spec, solve_options={**spec.solve_options, **overrides})
+    result = run_rkhs_spec(spec, solver)
+    row = {"spec": spec.name, "path": str(spec.path), **result.to_row()}
+    if args.json:
+        print(json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()},
+                         default=str))
+    else:
+        keys = [k for k in ("spec", "solver", "method", "status", "primal", "dual", "gap", "rel_gap", "iterations",
+                            "setup_time", "solve_time", "n_kernels", "n_critical", "accuracy", "message") if k in row]
+        width = max(len(k) for k in keys)
+        for key in keys:
+            if row[key] not in ("", None):
+                print(f"{key:<{width}}  {_fmt(row[key])}")
     return 0 if result.status == Status.OPTIMAL else 1
 
 
