@@ -49,8 +49,9 @@ def test_save_errors_exit_2(tmp_path, capsys):
         load_result(not_npz)
 
 
-@pytest.mark.xfail(reason="gtvcvx/commands/solve.py does not handle kind 'rkhs' / 'experiment' specs yet "
-                          "(TypeError / AttributeError tracebacks instead of a result or exit 2)", strict=False)
-def test_solve_other_spec_kinds_do_not_crash(capsys):
-    code = main(["solve", str(ROOT / "problems/rkhs/quick.toml")])
-    assert code in (0, 1) and "status" in capsys.readouterr().out
+def test_solve_other_spec_kinds(capsys):
+    assert main(["solve", str(ROOT / "problems/rkhs/quick.toml")]) == 0
+    assert "status      optimal" in capsys.readouterr().out
+    assert main(["solve", str(ROOT / "problems/clustering/iris_wine.toml")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "iris_wine.toml" in err and "Traceback" not in err

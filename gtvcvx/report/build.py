@@ -55,8 +55,8 @@ _LEGEND = {
     "setup_time": "seconds (CVXPY: compilation)",
     "solve_time": "seconds",
     "certify_time": "seconds spent by gtvcvx certifying the solution",
-    "peak_rss_delta_mb": "peak resident memory during the solve minus before it, MiB (sampled every 5 ms; "
-                         "includes compiled backends; a lower bound)",
+    "peak_rss_delta_mb": "peak resident memory during the solve minus before it, MiB (freed memory trimmed "
+                         "first, sampled every 5 ms; includes compiled backends; a lower bound)",
     "peak_traced_mb": "peak of Python's tracemalloc during the solve, MiB (NumPy included, native backend "
                       "memory not)",
 }
@@ -322,7 +322,8 @@ def _run_experiment_spec(spec, rep, out, spec_dir, *, formats, progress, quick):
         rep.files.append(_relpath(page, out))
     for fig in output.figures or []:
         fig = Path(fig)
-        fig = fig if fig.is_absolute() else exp_dir / fig
+        if not fig.is_absolute() and not fig.is_file():  # relative to the experiment's directory
+            fig = exp_dir / fig
         if fig.is_file() and fig.suffix.lower() in (".png", ".jpg", ".jpeg", ".gif", ".svg"):
             rel = _relpath(fig, out)
             if rel not in rep.figures:

@@ -7,6 +7,7 @@ builds a dual-feasible flow from ``W``), exactly like the fast core's.
 
 from __future__ import annotations
 
+import gc
 import math
 import os
 import threading
@@ -112,6 +113,28 @@ def select_solvers(spec_or_problem, solvers=None, *, size_limits=None) -> list[t
 # ---------------------------------------------------------------------------------------
 # memory
 # ---------------------------------------------------------------------------------------
+_LIBC = []
+
+
+def release_free_memory() -> None:
+    """Collect garbage and return freed heap memory to the OS (glibc ``malloc_trim``), so that
+    the resident set size afterwards reflects live memory only."""
+    gc.collect()
+    if not _LIBC:
+        try:
+            import ctypes
+
+            _LIBC.append(ctypes.CDLL("libc.so.6"))
+        except (OSError, AttributeError):
+            _LIBC.append(None)
+    libc = _LIBC[0]
+    if libc is not None:
+        try:
+            libc.malloc_trim(0)
+        except AttributeError:  # not glibc
+            pass
+
+
 def _rss_bytes() -> int | None:
     try:
         with open("/proc/self/statm") as fh:
@@ -124,10 +147,12 @@ class MemoryMeter:
     """Peak memory of a block of code, in MiB (``.peak_mb`` after the block).
 
     ``method="rss"`` (default on Linux): the resident set size sampled every 5 ms from
-    ``/proc/self/statm`` in a background thread, peak minus the value before the block. It sees
-    native allocations of compiled backends (Clarabel, SCS) but not memory the process had
-    already obtained and freed earlier (so it is a lower bound), and may miss peaks shorter
-    than the sampling interval. ``method="tracemalloc"``: the peak of Python's allocation
+    ``/proc/self/statm`` in a background thread, peak minus the value before the block. Before
+    the block, freed memory is handed back to the OS (``gc.collect`` and glibc's
+    ``malloc_trim``) so that allocations of the block show up as growth. It sees native
+    allocations of compiled backends (Clarabel, SCS); it may miss peaks shorter than the
+    sampling interval and memory reused from allocator caches that could not be trimmed, so
+    it is a lower bound. ``method="tracemalloc"``: the peak of Python's allocation
     tracer (NumPy arrays included, native backend allocations not), with its overhead on
     Python-heavy code such as CVXPY's compilation. ``None`` measures nothing.
     """
@@ -160,6 +185,7 @@ class MemoryMeter:
 
     def __enter__(self):
         if self.method == "rss":
+            release_free_memory()
             self._base = self._peak = _rss_bytes() or 0
             self._thread = threading.Thread(target=self._sample, daemon=True)
             self._thread.start()
@@ -273,7 +299,7 @@ def _solve_options(spec, solver, time_limit):
 
 def _run_gtv(problem, spec, solver, memory, time_limit, fast_options):
     from ..runner import run_solver
-    from ..testing.certify import certify
+    from ..testing._certify import certify
 
     options = _solve_options(spec, solver, time_limit)
     if solver == "fast":

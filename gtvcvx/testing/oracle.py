@@ -245,7 +245,7 @@ def _check_gtv(spec, checks, report, solver, reference, cache):
     from ..metrics import relative_error
     from ..report.compare import truth_metrics
     from ..runner import run_solver
-    from .certify import certify
+    from ._certify import certify
 
     problem = spec.problem
     options = _solve_options(spec, solver)
