@@ -1,13 +1,14 @@
-"""``gtvcvx bench clustering``: convex clustering, fast core against CVXPY + CLARABEL / SCS, then scaling.
+"""``gtvcvx bench clustering``: convex clustering, SSNAL and the PDHG core against CVXPY + CLARABEL / SCS.
 
 Part 1 (matched accuracy): n = 500 points (five 2-D Gaussian blobs, standardized), the Gaussian
-k = 10 nearest-neighbour graph, l2 fusion at one lam; the fast core to certified relative gap
-1e-6, CVXPY + CLARABEL and CVXPY + SCS (the clustering statement of
+k = 10 nearest-neighbour graph, l2 fusion at one lam; both gtvcvx methods (SSNAL,
+:func:`gtvcvx.solvers.ssnal.solve_ssnal`, and the restarted PDHG core, :func:`gtvcvx.solve`) to
+certified relative gap 1e-6, CVXPY + CLARABEL and CVXPY + SCS (the clustering statement of
 :mod:`gtvcvx.reference.clustering`) at their default tolerances; objective errors against the
 best value found, certified gaps for every solver (the reference flows are certified by gtvcvx
 too), wall time, peak memory, ratios.
 
-Part 2 (scale): the fast core alone on 10^4 .. 10^5 points in d = 2 .. 10 (k = 10 graphs).
+Part 2 (scale): both gtvcvx methods on 10^4 and 10^5 points in d = 2, 5, 10 (k = 10 graphs).
 
 Part 3: compile time of the CVXPY clustering statement on the complete graph with 300 points.
 
@@ -21,7 +22,10 @@ import math
 from .harness import format_table, ratio, run_isolated, write_bench_report
 
 NAME = "clustering"
-HELP = "convex clustering: fast core vs CLARABEL/SCS on 500 points (k=10), then scaling to 10^5 points"
+HELP = "convex clustering: SSNAL and PDHG vs CLARABEL/SCS on 500 points (k=10), then scaling to 10^5 points"
+
+#: The gtvcvx methods measured: label -> function name in :func:`call_fast`.
+METHODS = {"ssnal": "SSNAL", "pdhg": "PDHG"}
 
 #: Gaussian weight scale on standardized points (Chi & Lange 2015 and Sun, Toh & Yuan 2021 use 0.5).
 #: The scale-free default of ``graphs.knn`` (1 / median squared neighbour distance) grows with the
@@ -36,7 +40,9 @@ PUBLISHED = ("Published reference points (other hardware and stopping rules, not
 
 def add_arguments(parser) -> None:
     parser.add_argument("--quick", action="store_true", help="small instances only (a smoke run)")
-    parser.add_argument("--skip-references", action="store_true", help="fast core only in part 1")
+    parser.add_argument("--skip-references", action="store_true", help="gtvcvx methods only in part 1")
+    parser.add_argument("--methods", default="ssnal,pdhg",
+                        help="gtvcvx methods to measure, comma separated (default ssnal,pdhg)")
     parser.add_argument("--skip-scale", action="store_true", help="skip the scaling part")
     parser.add_argument("--n", type=int, default=500, help="points in part 1 (default 500)")
     parser.add_argument("--n-large", type=int, default=5000,
@@ -45,7 +51,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--reference-time-limit", type=float, default=1800.0,
                         help="seconds allowed per reference solve (default 1800)")
     parser.add_argument("--scale-time-limit", type=float, default=1200.0,
-                        help="seconds allowed per fast-core solve in part 2 (default 1200)")
+                        help="seconds allowed per gtvcvx solve in part 2 (default 1200)")
 
 
 # ---------------------------------------------------------------------------------- builders
@@ -73,16 +79,23 @@ def build_complete(n: int, d: int, seed: int = 0):
 
 
 # ---------------------------------------------------------------------------------- calls
-def call_fast(problem, tol: float, time_limit: float | None = None):
+def call_fast(problem, tol: float, time_limit: float | None = None, method: str = "ssnal"):
+    """One gtvcvx solve: ``method="ssnal"`` (:func:`~gtvcvx.solvers.ssnal.solve_ssnal`) or ``"pdhg"``."""
     from ..clustering import cluster_labels
-    from ..solvers import solve
+
+    if method == "ssnal":
+        from ..solvers.ssnal import solve_ssnal as solve
+    else:
+        from ..solvers import solve
 
     r = solve(problem, tol=tol, time_limit=time_limit)
     clusters = cluster_labels(problem, r.W, r.U)
     return {"status": str(r.status), "primal": r.primal, "dual": r.dual, "rel_gap": r.rel_gap,
             "iterations": r.iterations, "setup_time": r.setup_time, "solve_time": r.solve_time,
             "n": problem.n, "n_edges": problem.n_edges, "d": problem.d, "n_clusters": clusters.n_clusters,
-            "certificate_time": r.info.get("certificate_time", float("nan"))}
+            "certificate_time": r.info.get("certificate_time", float("nan")),
+            "newton": r.info.get("newton_iterations"), "cg": r.info.get("cg_iterations"),
+            "linear_solver": r.info.get("linear_solver", "")}
 
 
 def call_reference(problem, solver: str, time_limit: float):
@@ -123,9 +136,18 @@ def _total(data: dict) -> float:
         return float("nan")
 
 
+def _methods(args) -> list[str]:
+    methods = [m.strip().lower() for m in args.methods.split(",") if m.strip()]
+    bad = [m for m in methods if m not in METHODS]
+    if bad or not methods:
+        raise SystemExit(f"--methods must name some of {', '.join(METHODS)}, got {args.methods!r}")
+    return methods
+
+
 def _matched_part(args, n: int) -> tuple[str, list[dict]]:
     spec = {"n": n, "d": 2, "k": 10, "lam": args.lam, "seed": 0}
-    runs = [run_isolated("fast", build_blobs, spec, call_fast, {"tol": 1e-6})]
+    runs = [run_isolated(METHODS[m], build_blobs, spec, call_fast, {"tol": 1e-6, "method": m}) for m in _methods(args)]
+    n_fast = len(runs)
     if not args.skip_references:
         for solver in ("CLARABEL", "SCS"):
             runs.append(run_isolated(f"CVXPY+{solver}", build_blobs, spec, call_reference,
@@ -133,9 +155,9 @@ def _matched_part(args, n: int) -> tuple[str, list[dict]]:
                                      timeout=args.reference_time_limit * 2 + 600))
     values = [r.data["primal"] for r in runs if r.ok and math.isfinite(r.data.get("primal", float("nan")))]
     best = min(values) if values else float("nan")
-    fast = runs[0]
+    fast = runs[0]  # the first gtvcvx method (SSNAL by default) is the base of the ratios
     rows = []
-    for run in runs:
+    for index, run in enumerate(runs):
         d = run.data
         total = _total(d) if run.ok else float("nan")
         rows.append({
@@ -143,13 +165,15 @@ def _matched_part(args, n: int) -> tuple[str, list[dict]]:
             "objective": d.get("primal", float("nan")),
             "objective_error": (d.get("primal", float("nan")) - best) / (1 + abs(best)) if run.ok else float("nan"),
             "certified_rel_gap": d.get("rel_gap", float("nan")), "n_clusters": d.get("n_clusters"),
-            "iterations": d.get("iterations"),
+            "iterations": d.get("iterations"), "newton": d.get("newton") if index < n_fast else None,
+            "cg": d.get("cg") if index < n_fast else None,
             "setup_s": d.get("setup_time", float("nan")), "solve_s": d.get("solve_time", float("nan")),
             "total_s": total, "wall_s": run.wall, "peak_MiB": run.peak_mb, "extra_MiB": run.extra_mb,
-            "time_ratio_vs_fast": ratio(total, _total(fast.data)) if fast.ok and run.ok else float("nan"),
+            "time_ratio_vs_first": ratio(total, _total(fast.data)) if fast.ok and run.ok else float("nan"),
         })
     columns = ["n", "solver", "status", "objective", "objective_error", "certified_rel_gap", "n_clusters", "iterations",
-               "setup_s", "solve_s", "total_s", "wall_s", "peak_MiB", "extra_MiB", "time_ratio_vs_fast"]
+               "newton", "cg", "setup_s", "solve_s", "total_s", "wall_s", "peak_MiB", "extra_MiB",
+               "time_ratio_vs_first"]
     return format_table(rows, columns), rows
 
 
@@ -157,18 +181,22 @@ def _scale_part(args) -> tuple[str, list[dict]]:
     if args.quick:
         grid = [(2_000, 2), (5_000, 5)]
     else:
-        grid = [(10_000, 2), (10_000, 10), (100_000, 2), (100_000, 5), (100_000, 10)]
+        grid = [(10_000, 2), (10_000, 5), (10_000, 10), (100_000, 2), (100_000, 5), (100_000, 10)]
     rows = []
     for n, d in grid:
-        run = run_isolated(f"fast n={n} d={d}", build_blobs, {"n": n, "d": d, "k": 10, "lam": args.lam, "seed": 1},
-                           call_fast, {"tol": 1e-6, "time_limit": args.scale_time_limit},
-                           timeout=args.scale_time_limit * 2 + 600)
-        dd = run.data
-        rows.append({"n": n, "d": d, "n_edges": dd.get("n_edges"), "status": dd.get("status") if run.ok else run.error,
-                     "rel_gap": dd.get("rel_gap"), "n_clusters": dd.get("n_clusters"),
-                     "iterations": dd.get("iterations"), "setup_s": dd.get("setup_time"),
-                     "solve_s": dd.get("solve_time"), "certificate_s": dd.get("certificate_time"),
-                     "wall_s": run.wall, "peak_MiB": run.peak_mb, "extra_MiB": run.extra_mb})
+        for method in _methods(args):
+            run = run_isolated(f"{METHODS[method]} n={n} d={d}", build_blobs,
+                               {"n": n, "d": d, "k": 10, "lam": args.lam, "seed": 1}, call_fast,
+                               {"tol": 1e-6, "time_limit": args.scale_time_limit, "method": method},
+                               timeout=args.scale_time_limit * 2 + 600)
+            dd = run.data
+            rows.append({"n": n, "d": d, "method": METHODS[method], "n_edges": dd.get("n_edges"),
+                         "status": dd.get("status") if run.ok else run.error,
+                         "rel_gap": dd.get("rel_gap"), "n_clusters": dd.get("n_clusters"),
+                         "iterations": dd.get("iterations"), "newton": dd.get("newton"), "cg": dd.get("cg"),
+                         "linear_solver": dd.get("linear_solver"), "setup_s": dd.get("setup_time"),
+                         "solve_s": dd.get("solve_time"), "certificate_s": dd.get("certificate_time"),
+                         "wall_s": run.wall, "peak_MiB": run.peak_mb, "extra_MiB": run.extra_mb})
     return format_table(rows), rows
 
 
@@ -182,32 +210,40 @@ def _compile_part(args) -> tuple[str, list[dict]]:
 
 def run(args) -> int:
     n = 200 if args.quick else args.n
+    methods = _methods(args)
     sections = ["## Convex clustering (`gtvcvx bench clustering`)", "",
                 "Convex clustering is GTV with L_i(w) = ||w - a_i||^2 and the l2 fusion penalty. Points: five 2-D "
                 "Gaussian blobs (separation 4, std 1), standardized; graph: k = 10 nearest neighbours with Gaussian "
                 f"weights exp(-{PHI:g} ||a_i - a_j||^2) (Chi & Lange; Sun, Toh & Yuan); lam = {args.lam:g} "
-                "(standardized units). Each run in a fresh process; peak_MiB "
-                "is the peak RSS of that process, extra_MiB what the measured call added on top of imports "
+                "(standardized units). gtvcvx methods: SSNAL (`gtvcvx.solvers.ssnal.solve_ssnal`, semismooth Newton "
+                "augmented Lagrangian, the clustering front end's `solver=\"fast\"`; iterations = augmented "
+                "Lagrangian steps, newton / cg = Newton steps and conjugate-gradient iterations) and PDHG "
+                "(`gtvcvx.solve`, restarted Halpern PDHG; iterations = PDHG steps). Each run in a fresh process; "
+                "peak_MiB is the peak RSS of that process, extra_MiB what the measured call added on top of imports "
                 "and the instance. The machine is shared by other jobs, so timings are noisy.", ""]
     rows_all = []
     sizes = [n] + ([args.n_large] if args.n_large and not args.quick else [])
     for size in sizes:
         md, rows = _matched_part(args, size)
         sections += [f"### Matched accuracy: n = {size}, k = 10", "",
-                     "Fast core to certified relative gap 1e-6; CVXPY references at their default tolerances "
+                     "gtvcvx methods to certified relative gap 1e-6; CVXPY references at their default tolerances "
                      "(objective error = (P - P_best) / (1 + |P_best|), P evaluated by gtvcvx at each solver's W; "
                      "the reference flows, the multipliers of Z = D W, are certified by gtvcvx too). "
-                     "total_s = setup (CVXPY compile) + solve.", "", md, ""]
+                     f"total_s = setup (CVXPY compile) + solve; time_ratio_vs_first = total_s / total_s of "
+                     f"{METHODS[methods[0]]}.", "", md, ""]
         clar = next((r for r in rows if r["solver"] == "CVXPY+CLARABEL"), None)
-        if clar and math.isfinite(clar.get("time_ratio_vs_fast", float("nan"))):
-            sections += [f"CLARABEL / fast core time ratio at n = {size} in this run: "
-                         f"**{clar['time_ratio_vs_fast']:.3g}x** (target at n = 500: at least 50x).", ""]
+        if clar:
+            ratios = [f"{r['solver']} **{ratio(clar['total_s'], r['total_s']):.3g}x**" for r in rows
+                      if r["solver"] in METHODS.values() and math.isfinite(ratio(clar["total_s"], r["total_s"]))]
+            if ratios:
+                sections += [f"CLARABEL time / gtvcvx time at n = {size} in this run: " + ", ".join(ratios)
+                             + " (target at n = 500: at least 50x).", ""]
         for r in rows:
             r["part"] = "matched"
         rows_all += rows
     if not args.skip_scale:
         md, rows = _scale_part(args)
-        sections += ["### Scaling of the fast core (k = 10, relative gap 1e-6)", "", md, "", PUBLISHED, ""]
+        sections += ["### Scaling (k = 10, certified relative gap 1e-6)", "", md, "", PUBLISHED, ""]
         for r in rows:
             r["part"] = "scale"
         rows_all += rows

@@ -13,10 +13,14 @@ from ..graph import Graph
 from ..penalties import Penalty
 
 __all__ = ["check_points", "check_lam", "check_norm_penalty", "Standardization", "standardization",
-           "clustering_graph", "SOLVERS"]
+           "clustering_graph", "SOLVERS", "FAST_SOLVERS"]
 
-#: Solvers of :func:`gtvcvx.clustering.convex_clustering`.
-SOLVERS = ("fast", "CLARABEL", "SCS")
+#: Solvers of :func:`gtvcvx.clustering.convex_clustering`: ``"fast"`` (the fastest certified
+#: method of gtvcvx, currently ``"ssnal"``), ``"ssnal"`` (:func:`gtvcvx.solvers.ssnal.solve_ssnal`),
+#: ``"pdhg"`` (:func:`gtvcvx.solve`, the restarted PDHG core) and the CVXPY backends.
+SOLVERS = ("fast", "ssnal", "pdhg", "CLARABEL", "SCS")
+#: The gtvcvx methods among :data:`SOLVERS` (warm-startable, certified by gtvcvx).
+FAST_SOLVERS = ("fast", "ssnal", "pdhg")
 
 
 def check_points(points, name: str = "points") -> np.ndarray:

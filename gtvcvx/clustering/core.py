@@ -12,12 +12,12 @@ from ..losses import SquaredDistance
 from ..penalties import Norm2
 from ..problem import GTVProblem
 from ..results import GTVResult
-from ._prep import (SOLVERS, Standardization, check_lam, check_norm_penalty, check_points, clustering_graph,
+from ._prep import (FAST_SOLVERS, SOLVERS, Standardization, check_lam, check_norm_penalty, check_points, clustering_graph,
                     standardization)
 from .labels import ClusterLabels, cluster_labels
 
 __all__ = ["ClusteringResult", "convex_clustering", "clustering_problem", "run_clustering_solver",
-           "snap_to_clusters"]
+           "snap_to_clusters", "fast_method"]
 
 
 @dataclass
@@ -89,7 +89,7 @@ class ClusteringResult:
 def _check_solver(solver) -> str:
     if not isinstance(solver, str):
         raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
-    name = "fast" if solver.lower() == "fast" else solver.upper()
+    name = solver.lower() if solver.lower() in FAST_SOLVERS else solver.upper()
     if name not in SOLVERS:
         raise ValueError(f"solver must be one of {SOLVERS} (CVXPY backends case-insensitive), got {solver!r}")
     return name
@@ -164,22 +164,32 @@ class _Polisher:
         return self.offer(info.W, info.certificate.U, info.iteration) or stop
 
 
+def fast_method(solver: str) -> str:
+    """The gtvcvx method behind a solver name: ``"fast"`` means SSNAL (measured the fastest
+    certified method on the clustering benchmarks, see ``reports/bench/clustering.md``)."""
+    return "ssnal" if solver == "fast" else solver
+
+
 def run_clustering_solver(problem: GTVProblem, solver: str, *, tol: float = 1e-6, warm_start=None,
                           statement=None, solver_options: dict | None = None, polish: bool = True) -> GTVResult:
-    """Solve a clustering problem with the fast core or a CVXPY backend (certified either way).
+    """Solve a clustering problem with SSNAL, the PDHG core or a CVXPY backend (certified either way).
 
-    With ``polish`` (fast core only), every certificate check-point also certifies the centers
-    snapped to their clusters (:func:`snap_to_clusters`); the run stops as soon as either
-    certificate reaches ``tol``, and the better certified pair is returned.
+    With ``polish`` (gtvcvx methods only), every certificate check-point also certifies the
+    centers snapped to their clusters (:func:`snap_to_clusters`); the run stops as soon as
+    either certificate reaches ``tol``, and the better certified pair is returned.
     """
     options = dict(solver_options or {})
-    if solver != "fast":
+    if solver not in FAST_SOLVERS:
         from ..reference.clustering import solve_clustering
 
         return solve_clustering(problem.loss.points, problem.lam, problem.graph, problem.penalty, solver,
                                 statement=statement, **options)
     from ..results import Status, relative_gap
-    from ..solvers import solve
+
+    if fast_method(solver) == "ssnal":
+        from ..solvers.ssnal import solve_ssnal as solve
+    else:
+        from ..solvers import solve
 
     if not polish:
         return solve(problem, tol=tol, warm_start=warm_start, **options)
@@ -228,25 +238,29 @@ def convex_clustering(points, lam, graph=None, k: int = 10, weights: str = "gaus
         Gaussian scale; default ``1 / median`` squared neighbour distance.
     penalty : Norm2 or Norm1, optional
         Default ``Norm2()`` (rotation invariant).
-    solver : {"fast", "CLARABEL", "SCS"}
-        The gtvcvx fast core, or the CVXPY reference statement on a conic backend.
+    solver : {"fast", "ssnal", "pdhg", "CLARABEL", "SCS"}
+        ``"fast"`` (default): the fastest certified gtvcvx method, currently ``"ssnal"`` (the
+        semismooth Newton augmented Lagrangian method, :func:`gtvcvx.solvers.ssnal.solve_ssnal`);
+        ``"pdhg"``: the restarted PDHG core (:func:`gtvcvx.solve`); or the CVXPY reference
+        statement on a conic backend.
     tol : float
-        Relative duality gap at which the fast core stops (CVXPY backends use their own
-        tolerances, see ``solver_options``).
+        Certified relative duality gap at which the gtvcvx methods stop (CVXPY backends use
+        their own tolerances, see ``solver_options``).
     standardize : bool
         Scale every coordinate to mean 0 and standard deviation 1 before clustering (explicit,
         never implicit). Centers are reported in the original units.
     label_tol : float, optional
         Fusion tolerance of :func:`cluster_labels` (default: the certificate's resolution).
     warm_start : GTVResult, ClusteringResult or dict, optional
-        Start of the fast core (e.g. the solution at a nearby lam).
+        Start of the gtvcvx methods (e.g. the solution at a nearby lam).
     polish : bool
-        Fast core: also certify the centers snapped to their clusters at every check-point
+        gtvcvx methods: also certify the centers snapped to their clusters at every check-point
         and keep the better certified pair (see :func:`snap_to_clusters`; at large lam,
         rounding-level differences between fused centers otherwise dominate the gap).
     solver_options : dict, optional
-        Passed on: to :func:`gtvcvx.solve` (``max_iter``, ``time_limit``, ``primal_weight``,
-        ...) or to the CVXPY backend.
+        Passed on: to :func:`~gtvcvx.solvers.ssnal.solve_ssnal` (``max_iter``, ``time_limit``,
+        ``linear_solver``, ...), to :func:`gtvcvx.solve` (``max_iter``, ``time_limit``,
+        ``primal_weight``, ...) or to the CVXPY backend.
 
     Returns
     -------
@@ -269,7 +283,7 @@ def convex_clustering(points, lam, graph=None, k: int = 10, weights: str = "gaus
        clustering using convex fusion penalties", ICML 2011.
     .. [2] E. C. Chi, K. Lange, "Splitting methods for convex clustering", JCGS 24(4), 2015.
     .. [3] D. Sun, K.-C. Toh, Y. Yuan, "Convex clustering: model, theoretical guarantee and
-       efficient algorithm", JMLR 22, 2021.
+       efficient algorithm", JMLR 22, 2021 (the SSNAL method behind ``solver="fast"``).
     .. [4] K. M. Tan, D. Witten, "Statistical properties of convex clustering", Electronic
        Journal of Statistics 9(2), 2015.
     """

@@ -12,7 +12,7 @@ import pandas as pd
 from ..problem import GTVProblem
 from ..results import GTVResult
 from ._flows import component_means
-from ._prep import Standardization
+from ._prep import FAST_SOLVERS, Standardization
 from .core import (ClusteringResult, _check_solver, _check_tol, clustering_problem, finish_clustering,
                    run_clustering_solver)
 from .lammax import LamMax, lam_max
@@ -175,7 +175,8 @@ def clustering_path(points, lams=None, *, n_lams: int = 40, lam_min_ratio=None, 
 
     Notes
     -----
-    Solves run in ascending lam. The fast core starts each lam from the previous solution:
+    Solves run in ascending lam. The gtvcvx methods (``"fast"`` = SSNAL, ``"ssnal"``,
+    ``"pdhg"``) start each lam from the previous solution:
     ``W`` as it is and the flow scaled by ``lam / lam_prev``, which keeps it inside the new
     (larger) capacity balls, so the warm start is dual feasible. At ``lam >= lam_max`` the
     exact solution is known (``W`` = component means with the flow of :func:`lam_max`) and is
@@ -212,7 +213,7 @@ def clustering_path(points, lams=None, *, n_lams: int = 40, lam_min_ratio=None, 
     grid = default_lams(problem, lm.value, n_lams, lam_min_ratio) if lams is None else _check_lams(lams)
 
     statement = None
-    if solver != "fast":
+    if solver not in FAST_SOLVERS:
         from ..reference.clustering import clustering_statement
 
         statement = clustering_statement(problem.loss.points, problem.graph, problem.penalty)
@@ -223,7 +224,7 @@ def clustering_path(points, lams=None, *, n_lams: int = 40, lam_min_ratio=None, 
     for index, lam in enumerate(grid):
         p = problem.with_lam(float(lam))
         warm = None
-        if solver == "fast":
+        if solver in FAST_SOLVERS:
             if lam >= lm.upper and lm.flow is not None:
                 warm = {"W": fused_W, "U": lm.flow}
             elif prev is not None and prev.W is not None and prev.U is not None and prev_lam and prev_lam > 0:
