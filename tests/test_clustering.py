@@ -96,6 +96,29 @@ def test_labels_identical_between_solvers_on_separated_blobs():
         assert np.abs(results[0].centers[ps.truth.labels == c] - mean).max() < 1e-4
 
 
+def test_fast_means_ssnal_and_pdhg_stays_available():
+    pts = small_points(12, n=20)
+    fast = convex_clustering(pts, 0.4, k=5, tol=1e-9)
+    ssnal = convex_clustering(pts, 0.4, k=5, tol=1e-9, solver="SSNAL")  # gtvcvx names case-insensitive
+    pdhg = convex_clustering(pts, 0.4, k=5, tol=1e-9, solver="pdhg")
+    assert fast.gtv.solver == "ssnal" and ssnal.gtv.solver == "ssnal" and pdhg.gtv.solver == "fast"
+    assert all(r.status == "optimal" and r.rel_gap <= 1e-9 for r in (fast, ssnal, pdhg))
+    assert np.abs(fast.centers - pdhg.centers).max() < 1e-4 and np.array_equal(fast.labels, pdhg.labels)
+    assert "newton_iterations" in fast.gtv.info and fast.gtv.history is not None
+
+
+def test_path_warm_starts_ssnal_and_agrees_with_pdhg():
+    pts = small_points(13, n=30)
+    path = clustering_path(pts, n_lams=6, k=5, tol=1e-7)
+    assert all(r.gtv.solver == "ssnal" and r.rel_gap <= 1e-7 for r in path.results)
+    mid = path.lams[3]
+    cold = convex_clustering(pts, mid, k=5, tol=1e-7, polish=False)
+    assert path.results[3].gtv.info["newton_iterations"] <= cold.gtv.info["newton_iterations"]
+    pdhg = clustering_path(pts, path.lams, k=5, tol=1e-7, solver="pdhg")
+    assert all(r.gtv.solver == "fast" for r in pdhg.results)
+    assert np.abs(pdhg.centers - path.centers).max() < 1e-3
+
+
 # ------------------------------------------------------------------------- cluster extraction
 def test_cluster_labels_claims_hold_against_a_precise_solution():
     X = small_points(7, n=40, d=2)
@@ -187,7 +210,7 @@ def test_lam_max_handles_extreme_weight_ranges():
     # Gaussian weights of a far outlier underflow towards 1e-100: contraction keeps the bracket exact
     rng = np.random.default_rng(0)
     pts = np.vstack([rng.normal(size=(30, 2)), [[10.0, 10.0]]])
-    G = graphs.knn(pts, 5)
+    G = graphs.knn(pts, 5, phi=2.7)
     assert G.weights.max() / G.weights.min() > 1e20
     lm = lam_max(pts, G)
     assert lm.status in ("optimal", "exact") and lm.rel_width <= 1e-7
