@@ -96,23 +96,23 @@ def test_labels_identical_between_solvers_on_separated_blobs():
         assert np.abs(results[0].centers[ps.truth.labels == c] - mean).max() < 1e-4
 
 
-def test_fast_means_ssnal_and_pdhg_stays_available():
+def test_fast_means_pdhg_and_ssnal_stays_available():
     pts = small_points(12, n=20)
     fast = convex_clustering(pts, 0.4, k=5, tol=1e-9)
     ssnal = convex_clustering(pts, 0.4, k=5, tol=1e-9, solver="SSNAL")  # gtvcvx names case-insensitive
     pdhg = convex_clustering(pts, 0.4, k=5, tol=1e-9, solver="pdhg")
-    assert fast.gtv.solver == "ssnal" and ssnal.gtv.solver == "ssnal" and pdhg.gtv.solver == "fast"
+    assert fast.gtv.solver == "fast" and ssnal.gtv.solver == "ssnal" and pdhg.gtv.solver == "fast"
     assert all(r.status == "optimal" and r.rel_gap <= 1e-9 for r in (fast, ssnal, pdhg))
-    assert np.abs(fast.centers - pdhg.centers).max() < 1e-4 and np.array_equal(fast.labels, pdhg.labels)
-    assert "newton_iterations" in fast.gtv.info and fast.gtv.history is not None
+    assert np.abs(ssnal.centers - pdhg.centers).max() < 1e-4 and np.array_equal(ssnal.labels, pdhg.labels)
+    assert "newton_iterations" in ssnal.gtv.info and ssnal.gtv.history is not None
 
 
 def test_path_warm_starts_ssnal_and_agrees_with_pdhg():
     pts = small_points(13, n=30)
-    path = clustering_path(pts, n_lams=6, k=5, tol=1e-7)
+    path = clustering_path(pts, n_lams=6, k=5, tol=1e-7, solver="ssnal")
     assert all(r.gtv.solver == "ssnal" and r.rel_gap <= 1e-7 for r in path.results)
     mid = path.lams[3]
-    cold = convex_clustering(pts, mid, k=5, tol=1e-7, polish=False)
+    cold = convex_clustering(pts, mid, k=5, tol=1e-7, polish=False, solver="ssnal")
     assert path.results[3].gtv.info["newton_iterations"] <= cold.gtv.info["newton_iterations"]
     pdhg = clustering_path(pts, path.lams, k=5, tol=1e-7, solver="pdhg")
     assert all(r.gtv.solver == "fast" for r in pdhg.results)

@@ -216,11 +216,11 @@ def run(args) -> int:
                 "Gaussian blobs (separation 4, std 1), standardized; graph: k = 10 nearest neighbours with Gaussian "
                 f"weights exp(-{PHI:g} ||a_i - a_j||^2) (Chi & Lange; Sun, Toh & Yuan); lam = {args.lam:g} "
                 "(standardized units). gtvcvx methods: SSNAL (`gtvcvx.solvers.ssnal.solve_ssnal`, semismooth Newton "
-                "augmented Lagrangian, the clustering front end's `solver=\"fast\"`; iterations = augmented "
+                "augmented Lagrangian, `solver=\"ssnal\"`; iterations = augmented "
                 "Lagrangian steps, newton / cg = Newton steps and conjugate-gradient iterations) and PDHG "
-                "(`gtvcvx.solve`, restarted Halpern PDHG; iterations = PDHG steps). Each run in a fresh process; "
+                "(`gtvcvx.solve`, restarted Halpern PDHG, the clustering front end's `solver=\"fast\"`; iterations = PDHG steps). Each run in a fresh process; "
                 "peak_MiB is the peak RSS of that process, extra_MiB what the measured call added on top of imports "
-                "and the instance. The machine is shared by other jobs, so timings are noisy.", ""]
+                "and the instance.", ""]
     rows_all = []
     sizes = [n] + ([args.n_large] if args.n_large and not args.quick else [])
     for size in sizes:

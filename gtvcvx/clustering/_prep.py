@@ -16,7 +16,7 @@ __all__ = ["check_points", "check_lam", "check_norm_penalty", "Standardization",
            "clustering_graph", "SOLVERS", "FAST_SOLVERS"]
 
 #: Solvers of :func:`gtvcvx.clustering.convex_clustering`: ``"fast"`` (the fastest certified
-#: method of gtvcvx, currently ``"ssnal"``), ``"ssnal"`` (:func:`gtvcvx.solvers.ssnal.solve_ssnal`),
+#: method of gtvcvx, currently ``"pdhg"``), ``"ssnal"`` (:func:`gtvcvx.solvers.ssnal.solve_ssnal`),
 #: ``"pdhg"`` (:func:`gtvcvx.solve`, the restarted PDHG core) and the CVXPY backends.
 SOLVERS = ("fast", "ssnal", "pdhg", "CLARABEL", "SCS")
 #: The gtvcvx methods among :data:`SOLVERS` (warm-startable, certified by gtvcvx).
@@ -102,8 +102,8 @@ def clustering_graph(points, graph=None, *, k: int = 10, weights: str = "gaussia
     weights : {"gaussian", "uniform"}
         ``A_ij = exp(-phi ||a_i - a_j||^2)`` or 1 (for ``"complete"`` and ``"knn"``).
     phi : float, optional
-        Gaussian scale; default ``1 / median`` squared k-NN distance (``1 / median`` squared
-        pair distance for the complete graph).
+        Gaussian scale; default ``0.5 / mean feature variance`` for the k-NN graph (see
+        :func:`gtvcvx.graphs.knn`) and ``1 / median`` squared pair distance for the complete graph.
     """
     n = points.shape[0]
     if isinstance(graph, Graph):
