@@ -67,6 +67,8 @@ class Graph:
             undirected edge, or a weight that is not finite and > 0.
         """
         n = check_positive_int(n, "n")
+        if n > MAX_ELEMENTS:  # refuse before any per-node array is allocated
+            raise ValueError(f"n = {n} nodes is more than this package can hold (limit {MAX_ELEMENTS})")
         raw = np.asarray(edges) if not isinstance(edges, np.ndarray) else edges
         if raw.size == 0:
             raw = np.zeros((0, 2), dtype=np.int64)
@@ -244,10 +246,13 @@ class Graph:
                      self.weights[keep].copy())
 
     def to_csv(self, path) -> None:
-        """Write the edge list as ``i,j,weight`` with a header line."""
+        """Write the edge list as ``i,j,weight`` with a header line (atomically: no partial file)."""
+        from .io import atomic_write
+
         table = np.column_stack([self.edges, self.weights])
-        np.savetxt(path, table, delimiter=",", header="i,j,weight", comments="",
-                   fmt=["%d", "%d", "%.17g"])
+        with atomic_write(path, "w", encoding="utf-8") as fh:  # no half-written file on Ctrl-C
+            np.savetxt(fh, table, delimiter=",", header="i,j,weight", comments="",
+                       fmt=["%d", "%d", "%.17g"])
 
     def __repr__(self) -> str:
         return f"Graph(n={self.n}, n_edges={self.n_edges}, n_components={self.n_components})"

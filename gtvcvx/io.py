@@ -104,11 +104,16 @@ def load_result(path) -> GTVResult:
         raise ValueError(f"{path}: not a gtvcvx result file (no 'header' entry)")
     try:
         header = json.loads(str(arrays["header"]))
+        if not isinstance(header, dict):
+            raise ValueError(f"expected a JSON object, got {type(header).__name__}")
         status = Status(header["status"])
     except (ValueError, KeyError) as exc:
         raise ValueError(f"{path}: corrupt result header ({exc})") from None
     history = None
     if "history" in arrays:
+        if "history_columns" not in arrays or arrays["history"].ndim != 2 \
+                or arrays["history_columns"].shape != (arrays["history"].shape[1],):
+            raise ValueError(f"{path}: corrupt result file ('history' needs a matching 'history_columns' entry)")
         history = pd.DataFrame(arrays["history"], columns=[str(c) for c in arrays["history_columns"]])
     return GTVResult(status=status, solver=header.get("solver", ""), W=arrays.get("W"), U=arrays.get("U"),
                      iterations=header.get("iterations"), message=header.get("message", ""),

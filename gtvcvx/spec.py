@@ -487,7 +487,7 @@ def load_spec(path) -> Spec:
             solve_t.used.add(key)
     if backends:
         solve_options["backend_options"] = backends
-    solve_t.finish()
+    solve_t.finish(allowed_extra=("solver", "tol", "max_iter", "time_limit"))
 
     checks = {}
     for key in list(check_t.table):

@@ -115,6 +115,9 @@ def run_cvxpy(problem, solver: str, opts: dict | None = None) -> BackendRun:
     except (TypeError, ValueError) as exc:  # typically an unknown backend option
         return BackendRun(Status.SOLVER_ERROR, solver, float("nan"), 0.0, time.perf_counter() - start, None,
                           f"{solver} rejected the problem or options: {exc}")
+    except Exception as exc:  # noqa: BLE001 - a crashing backend is a status (Ctrl-C still propagates)
+        return BackendRun(Status.SOLVER_ERROR, solver, float("nan"), 0.0, time.perf_counter() - start, None,
+                          f"{solver} raised {type(exc).__name__}: {exc}")
     elapsed = time.perf_counter() - start
     compile_time = float(problem.compilation_time or 0.0)
     stats = problem.solver_stats
