@@ -32,8 +32,22 @@ def relative_gap(primal: float, dual: float) -> float:
     return float((primal - dual) / (1.0 + abs(primal) + abs(dual)))
 
 
+class SolveTimes:
+    """``ok`` and ``total_time`` of results with ``status``, ``setup_time`` and ``solve_time``."""
+
+    @property
+    def ok(self) -> bool:
+        """True when the status is ``optimal``."""
+        return self.status == Status.OPTIMAL
+
+    @property
+    def total_time(self) -> float:
+        """Setup (e.g. CVXPY compilation) plus solve time, seconds."""
+        return self.setup_time + self.solve_time
+
+
 @dataclass
-class GTVResult:
+class GTVResult(SolveTimes):
     """Solution and certificate of a GTV problem from any solver.
 
     Attributes
@@ -83,15 +97,6 @@ class GTVResult:
     history: Any = None
     message: str = ""
     info: dict = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        """True when the status is ``optimal``."""
-        return self.status == Status.OPTIMAL
-
-    @property
-    def total_time(self) -> float:
-        return self.setup_time + self.solve_time
 
     def to_row(self) -> dict:
         """One flat dictionary (a pandas row) for reports."""

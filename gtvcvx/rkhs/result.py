@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ..results import Status
+from ..results import SolveTimes, Status
 
 __all__ = ["RKHSResult", "critical_mask", "DEFAULT_CRITICAL_TOL"]
 
@@ -28,7 +28,7 @@ def critical_mask(lam, critical_tol: float = DEFAULT_CRITICAL_TOL) -> np.ndarray
 
 
 @dataclass
-class RKHSResult:
+class RKHSResult(SolveTimes):
     """Solution and certificate of a kernel-sparse classification problem.
 
     Attributes
@@ -89,14 +89,6 @@ class RKHSResult:
     accuracy: float = float("nan")
     message: str = ""
     info: dict = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return self.status == Status.OPTIMAL
-
-    @property
-    def total_time(self) -> float:
-        return self.setup_time + self.solve_time
 
     @property
     def feasible_primal(self) -> bool:

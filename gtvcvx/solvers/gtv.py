@@ -7,6 +7,7 @@ incidence products; no Python loop runs over nodes or edges.
 from __future__ import annotations
 
 import math
+import numbers
 import time
 from dataclasses import dataclass
 
@@ -37,33 +38,53 @@ class IterationInfo:
     restarts: int
 
 
-def _warm_start_arrays(problem: GTVProblem, warm_start):
+def warm_start_parts(problem: GTVProblem, warm_start):
+    """Validated copies ``(W, U)`` of a warm start (a GTVResult or a dict); missing parts are None."""
     if warm_start is None:
-        return np.zeros((problem.n, problem.d)), np.zeros((problem.n_edges, problem.d))
+        return None, None
     if isinstance(warm_start, GTVResult):
         W, U = warm_start.W, warm_start.U
     elif isinstance(warm_start, dict):
         W, U = warm_start.get("W"), warm_start.get("U")
     else:
         raise TypeError("warm_start must be a GTVResult or a dict with keys 'W' and/or 'U'")
-    W = np.zeros((problem.n, problem.d)) if W is None else problem.check_W(W, "warm_start W").copy()
-    U = np.zeros((problem.n_edges, problem.d)) if U is None else problem.check_U(U, "warm_start U").copy()
+    W = None if W is None else problem.check_W(W, "warm_start W").copy()
+    U = None if U is None else problem.check_U(U, "warm_start U").copy()
     return W, U
 
 
-def _check_options(tol, max_iter, time_limit, method, eta, reflection):
-    if not (isinstance(tol, (int, float)) and tol > 0 and math.isfinite(tol)):
+def _warm_start_arrays(problem: GTVProblem, warm_start):
+    W, U = warm_start_parts(problem, warm_start)
+    W = np.zeros((problem.n, problem.d)) if W is None else W
+    U = np.zeros((problem.n_edges, problem.d)) if U is None else U
+    return W, U
+
+
+def _is_real(x) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)
+
+
+def _is_count(x) -> bool:
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool) and x >= 1
+
+
+def _check_options(tol, max_iter, time_limit, method, eta, reflection, check_every, restart_check):
+    if not (_is_real(tol) and tol > 0 and math.isfinite(tol)):
         raise ValueError(f"tol must be a positive number, got {tol!r}")
-    if isinstance(max_iter, bool) or not isinstance(max_iter, int) or max_iter < 1:
+    if not _is_count(max_iter):
         raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
-    if time_limit is not None and not (isinstance(time_limit, (int, float)) and time_limit > 0):
+    if time_limit is not None and not (_is_real(time_limit) and time_limit > 0):
         raise ValueError(f"time_limit must be a positive number of seconds or None, got {time_limit!r}")
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    if not 0 < eta <= 1:
+    if not (_is_real(eta) and 0 < eta <= 1):
         raise ValueError(f"eta must be in (0, 1], got {eta!r}")
-    if not 0 <= reflection <= 1:
+    if not (_is_real(reflection) and 0 <= reflection <= 1):
         raise ValueError(f"reflection must be in [0, 1], got {reflection!r}")
+    if check_every is not None and not _is_count(check_every):
+        raise ValueError(f"check_every must be a positive integer or None, got {check_every!r}")
+    if not _is_count(restart_check):
+        raise ValueError(f"restart_check must be a positive integer, got {restart_check!r}")
 
 
 def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_limit: float | None = None,
@@ -150,7 +171,8 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
     """
     if not isinstance(problem, GTVProblem):
         raise TypeError(f"problem must be a gtvcvx.GTVProblem, got {type(problem).__name__}")
-    _check_options(tol, max_iter, time_limit, method, eta, reflection)
+    _check_options(tol, max_iter, time_limit, method, eta, reflection, check_every, restart_check)
+    max_iter = int(max_iter)
     if method == "pdhg":
         eta, reflection, adaptive_weight = 1.0, 0.0, False
     with single_threaded_blas():

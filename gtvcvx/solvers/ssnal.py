@@ -25,6 +25,7 @@ from ..problem import GTVProblem
 from ..results import GTVResult, Status, relative_gap
 from ._kernels import single_threaded_blas
 from .certificate import Certificate, FlowProjector, certify_pair
+from .gtv import warm_start_parts
 
 __all__ = ["solve_ssnal", "SSNALIterationInfo", "LINEAR_SOLVERS"]
 
@@ -78,22 +79,6 @@ def _check_options(tol, max_iter, time_limit, max_newton, linear_solver, sigma):
     if sigma is not None and (isinstance(sigma, bool) or not isinstance(sigma, (int, float))
                               or not (math.isfinite(sigma) and sigma > 0)):
         raise ValueError(f"sigma must be a positive number or None, got {sigma!r}")
-
-
-def _warm_start_arrays(problem: GTVProblem, warm_start):
-    n, d, m = problem.n, problem.d, problem.n_edges
-    if warm_start is None:
-        return None, None
-    if isinstance(warm_start, GTVResult):
-        W, U = warm_start.W, warm_start.U
-    elif isinstance(warm_start, dict):
-        W, U = warm_start.get("W"), warm_start.get("U")
-    else:
-        raise TypeError("warm_start must be a GTVResult or a dict with keys 'W' and/or 'U'")
-    W = None if W is None else problem.check_W(W, "warm_start W").copy()
-    U = None if U is None else problem.check_U(U, "warm_start U").copy()
-    assert (W is None or W.shape == (n, d)) and (U is None or U.shape == (m, d))
-    return W, U
 
 
 # ------------------------------------------------------------------------------------ projections
@@ -500,7 +485,7 @@ def _solve(problem, tol, max_iter, time_limit, warm_start, callback, sigma, sigm
     D = problem.graph.incidence.tocsr()
     Dt = D.T.tocsr()
 
-    W0, U0 = _warm_start_arrays(problem, warm_start)
+    W0, U0 = warm_start_parts(problem, warm_start)
     X = A.copy() if W0 is None else W0
     Z = np.zeros((m, d)) if U0 is None else balls.project(0.5 * U0)
 
