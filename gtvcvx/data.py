@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import MAX_ELEMENTS, as_float_array, as_index_array, check_nonnegative_scalar, check_positive_int
+from ._validation import MAX_ELEMENTS, as_index_array, check_nonnegative_scalar, check_positive_int
 
 __all__ = ["GroundTruth", "Dataset", "PointSet", "linear_model", "logistic_model", "blobs",
            "cluster_weights", "observed_nodes"]

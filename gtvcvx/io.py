@@ -45,6 +45,15 @@ def atomic_write_text(path, text: str) -> None:
         fh.write(text)
 
 
+def atomic_savefig(fig, path, **savefig_kwargs) -> Path:
+    """Save a matplotlib figure atomically (PNG unless ``format`` is given); returns the path."""
+    path = Path(path)
+    savefig_kwargs.setdefault("format", path.suffix.lstrip(".") or "png")
+    with atomic_write(path, "wb") as fh:
+        fig.savefig(fh, **savefig_kwargs)
+    return path
+
+
 def read_npz(path) -> dict:
     """All arrays of an ``.npz`` archive, loaded with ``allow_pickle=False``.
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import numpy as np
 
 from .harness import format_table, ratio, run_isolated, write_bench_report
 

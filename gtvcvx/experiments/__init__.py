@@ -21,7 +21,6 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from dataclasses import dataclass, field
-from pathlib import Path
 
 __all__ = ["ExperimentOutput", "registry", "get_experiment"]
 

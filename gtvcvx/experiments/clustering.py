@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..io import atomic_savefig
 from . import ExperimentOutput
 
 __all__ = ["EXPERIMENTS", "clustering_real_data", "load_dataset", "DATASETS"]
@@ -63,7 +64,7 @@ def _figure_ari(path, ari, name: str, file: Path) -> None:
     ax2.set_ylim(-0.05, 1.05)
     ax.set_title(f"{name}: clusters and ARI along the path")
     fig.tight_layout()
-    fig.savefig(file, dpi=110)
+    atomic_savefig(fig, file, dpi=110)
 
 
 def clustering_real_data(params: dict, out_dir: Path, *, quick: bool = False) -> ExperimentOutput:
@@ -102,7 +103,7 @@ def clustering_real_data(params: dict, out_dir: Path, *, quick: bool = False) ->
             ax.set_title(f"{name}: {'clusterpath' if kind == 'clusterpath' else 'cluster tree'}")
             ax.figure.tight_layout()
             file = out_dir / f"{kind}_{name}.png"
-            ax.figure.savefig(file, dpi=110)
+            atomic_savefig(ax.figure, file, dpi=110)
             files.append(file)
         file = out_dir / f"ari_{name}.png"
         _figure_ari(path, ari, name, file)

@@ -49,6 +49,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..io import atomic_savefig, atomic_write_text
 from . import ExperimentOutput
 
 __all__ = ["EXPERIMENTS", "DEFAULTS", "PAPER_VALUES", "sbm_table1", "sbm_k_clusters", "chain_sweep",
@@ -471,8 +472,7 @@ def sbm_table1(params: dict, out_dir: Path, *, quick: bool = False) -> Experimen
 
 
 def _save(fig, path: Path) -> Path:
-    fig.savefig(path, dpi=110)
-    return Path(path)
+    return atomic_savefig(fig, path, dpi=110)
 
 
 def _table1_reading(p, m) -> str:
@@ -1627,12 +1627,12 @@ def write_paper_report(root="reports", *, quick: bool = False, params: dict | No
     summary = paper_reproduction({}, fig_dir, quick=quick)
     for out in [*outputs.values(), summary]:
         for key, df in out.tables.items():
-            df.to_csv(fig_dir / f"{key}.csv", index=False, float_format="%.10g")
+            atomic_write_text(fig_dir / f"{key}.csv", df.to_csv(index=False, float_format="%.10g"))
     elapsed = time.perf_counter() - t0
     md = re.sub(r"\]\((?!https?:|/)([^)\s]+\.png)\)", r"](paper/\1)", summary.markdown)
     md = f"# {summary.title}\n\n{md.strip()}\n\nWall time of this run (all studies + summary): {elapsed:.0f} s.\n"
-    (root / "paper.md").write_text(md)
-    (fig_dir / "measured.json").write_text(json.dumps(summary.measured, indent=1, sort_keys=True) + "\n")
+    atomic_write_text(root / "paper.md", md)
+    atomic_write_text(fig_dir / "measured.json", json.dumps(summary.measured, indent=1, sort_keys=True) + "\n")
     return root / "paper.md"
 
 

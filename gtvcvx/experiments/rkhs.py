@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..io import atomic_savefig
 from . import ExperimentOutput
 
 __all__ = ["EXPERIMENTS", "federated_ellipses", "breast_cancer_experiment", "paper", "main"]
@@ -84,9 +85,7 @@ def _markdown_table(df, floatfmt=".4g") -> str:
 
 
 def _savefig(fig, path: Path, dpi: int = 100) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi, bbox_inches="tight")
-    return path
+    return atomic_savefig(fig, path, dpi=dpi, bbox_inches="tight")
 
 
 # ---------------------------------------------------------------------------------------

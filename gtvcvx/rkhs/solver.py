@@ -430,7 +430,7 @@ def _line_search(sc, v, x, lam_minus_k, d, Bd, gd, sigma, tau, tdelta):
 
 def _ssnal(sc, tracker, lam, z, max_iter, *, sigma0=10.0, sigma_growth=2.0, sigma_max=1e6, tau_factor=0.1,
            inner_tol=0.3, max_inner=50, lp_check_after=5):
-    N, M = sc.N, sc.M
+    M = sc.M
     s, ub, Delta = sc.s, sc.ub, sc.Delta
     if z is None:
         z = np.zeros(M)

@@ -22,7 +22,7 @@ import scipy.sparse as sp
 from ..losses import SquaredDistance
 from ..penalties import Norm1, Norm2
 from ..problem import GTVProblem
-from ..results import GTVResult, Status, relative_gap
+from ..results import GTVResult, Status
 from ._kernels import single_threaded_blas
 from .certificate import Certificate, FlowProjector, certify_pair
 from .gtv import warm_start_parts
@@ -240,7 +240,7 @@ class _CGSolver:
         self.rtol = 0.1
 
     def solve(self, sigma: float, jac, rhs: np.ndarray, atol: float) -> tuple[np.ndarray, int]:
-        D, Dt, d = self.D, self.Dt, self.d
+        D, Dt = self.D, self.Dt
 
         def apply(V):
             return V + sigma * (Dt @ jac.apply(D @ V))

@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
 from ..penalties import Norm1, Norm2, SquaredNorm2
