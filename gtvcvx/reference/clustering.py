@@ -117,8 +117,9 @@ def solve_clustering(points, lam, graph: Graph, penalty: Penalty | None = None, 
     GTVResult
         ``W``; ``U`` the backend's flow made dual feasible by gtvcvx; ``primal``, ``dual``,
         ``gap``, ``rel_gap`` re-evaluated by gtvcvx (the backend's own objective is ``value``);
-        ``setup_time`` = CVXPY compile time, ``solve_time`` = wall time after compilation (backend setup, solve and unpacking). A failing or missing
-        backend gives a status, never an exception.
+        ``setup_time`` = CVXPY compile time, ``solve_time`` = wall time after compilation
+        (backend setup, solve and unpacking). A failing or missing backend gives a status,
+        never an exception.
     """
     from ..solvers.certificate import certify_pair
 
