@@ -101,10 +101,11 @@ class _ConservationOperator:
         self.laplacian = (self.Dt_rows @ self.Dt_rows_T).tocsr()
         self.row_scale = (1.0 / np.sqrt(np.maximum(problem.graph.degree[nodes], 1)))[:, None]
         self.Q = problem.loss.Q[nodes]
+        self.Qt = np.ascontiguousarray(np.swapaxes(self.Q, 1, 2))
 
     def outside(self, R: np.ndarray) -> np.ndarray:
         """Component of per-node rows (constrained nodes only) outside the conjugate's linear domain."""
-        return R - np.einsum("ndr,nr->nd", self.Q, np.einsum("ndr,nd->nr", self.Q, R))
+        return R - np.matmul(self.Q, np.matmul(self.Qt, R[:, :, None]))[:, :, 0]  # batched, BLAS
 
     def apply(self, U: np.ndarray) -> np.ndarray:
         """``A U`` (n_C, d)."""
@@ -123,17 +124,17 @@ class _ConservationOperator:
         Y = np.zeros_like(B) if Y0 is None else Y0.copy()
         R = B - self.gram(Y) if Y0 is not None else B.copy()
         P = R.copy()
-        rr = float(np.einsum("nd,nd->", R, R))
+        rr = float(np.vdot(R, R))
         it = 0
         while math.sqrt(rr) > atol and it < max_iter:
             AP = self.gram(P)
-            pAp = float(np.einsum("nd,nd->", P, AP))
+            pAp = float(np.vdot(P, AP))
             if pAp <= 0:
                 break
             alpha = rr / pAp
             Y += alpha * P
             R -= alpha * AP
-            rr_new = float(np.einsum("nd,nd->", R, R))
+            rr_new = float(np.vdot(R, R))
             P *= rr_new / rr
             P += R
             rr = rr_new

@@ -38,6 +38,11 @@ class IterationInfo:
     restarts: int
 
 
+#: Certificate spacing: every max(_CHECK_MIN, iteration // _CHECK_FRACTION) iterations (plus the
+#: residual trigger). Measured on Table I: (10, 8) 19 certificates, (20, 4) 11, same iterations.
+_CHECK_MIN, _CHECK_FRACTION = 20, 4
+
+
 def warm_start_parts(problem: GTVProblem, warm_start):
     """Validated copies ``(W, U)`` of a warm start (a GTVResult or a dict); missing parts are None."""
     if warm_start is None:
@@ -121,9 +126,9 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
     adaptive_weight : bool
         Update ``omega`` at restarts from the distances moved.
     check_every : int, optional
-        Iterations between certificates (default: geometric spacing, every 1/8 of the
-        iterations so far, plus a certificate whenever the fixed-point residual has fallen by
-        about what the gap still has to). The schedule depends on iteration counts only, so
+        Iterations between certificates (default: geometric spacing, every 1/4 of the
+        iterations so far and at least 20, plus a certificate whenever the fixed-point
+        residual has fallen by about what the gap still has to). The schedule depends on iteration counts only, so
         repeated runs give identical results.
     restart_check : int
         Iterations between evaluations of the restart criteria.
@@ -249,8 +254,8 @@ def _solve(problem, tol, max_iter, time_limit, warm_start, callback, method, eta
         if k_in_epoch % restart_check == 0:
             dW = W - Wp
             np.subtract(U, Up, out=scratch)
-            diagonal = np.einsum("nd,nd->n", dW, dW) @ (1.0 / tau) + np.einsum("ed,ed->", scratch, scratch) / sigma
-            cross = 2.0 * np.einsum("nd,nd->", dW, DtU - DtUp)
+            diagonal = np.einsum("nd,nd->n", dW, dW) @ (1.0 / tau) + float(np.vdot(scratch, scratch)) / sigma
+            cross = 2.0 * float(np.vdot(dW, DtU - DtUp))
             if knorm < 1.0 and cross > 0.98 * diagonal:
                 # the enlarged steps make the PDHG metric (nearly) indefinite along the
                 # trajectory: fall back to the always-safe preconditioned steps
@@ -301,7 +306,7 @@ def _solve(problem, tol, max_iter, time_limit, warm_start, callback, method, eta
                 break
             # otherwise geometrically spaced (about log(iterations) certificates in all); the
             # schedule depends on iteration counts only, so runs are reproducible
-            next_check = iteration + (check_every or max(10, iteration // 8))
+            next_check = iteration + (check_every or max(_CHECK_MIN, iteration // _CHECK_FRACTION))
         if time_limit is not None and time.perf_counter() - t_start > time_limit:
             status, message = Status.TIME_LIMIT, f"reached time_limit = {time_limit:g} s"
             break
