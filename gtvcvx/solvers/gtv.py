@@ -128,8 +128,8 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
     check_every : int, optional
         Iterations between certificates (default: geometric spacing, every 1/4 of the
         iterations so far and at least 20, plus a certificate whenever the fixed-point
-        residual has fallen by about what the gap still has to). The schedule depends on iteration counts only, so
-        repeated runs give identical results.
+        residual has fallen by about what the gap still has to). The schedule depends on
+        iteration counts only, so repeated runs give identical results.
     restart_check : int
         Iterations between evaluations of the restart criteria.
 
