@@ -144,7 +144,7 @@ class _Table:
         self.path = path
         self.prefix = prefix
         if not isinstance(table, dict):
-            raise SpecError(path, prefix, f"expected a table, got {type(table).__name__}")
+            raise SpecError(path, prefix or None, f"expected a table, got {type(table).__name__}")
         self.table = table
         self.used: set[str] = set()
 

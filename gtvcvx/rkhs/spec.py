@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from ..spec import MAX_SPEC_ELEMENTS, SpecError
+from ..spec import MAX_SPEC_ELEMENTS, SpecError, _Table
 from .dictionary import Dictionary
 from .problem import RKHSProblem, encode_labels
 
@@ -119,51 +119,8 @@ class RKHSSpec:
         return self.X_test is not None
 
 
-class _T:
-    """A TOML table whose getters raise SpecError naming the file and the dotted key."""
-
-    def __init__(self, path, prefix, table):
-        if not isinstance(table, dict):
-            raise SpecError(path, prefix or None, f"expected a table, got {type(table).__name__}")
-        self.path, self.prefix, self.table, self.used = path, prefix, table, set()
-
-    def key(self, name):
-        return f"{self.prefix}.{name}" if self.prefix else name
-
-    def error(self, name, message):
-        return SpecError(self.path, self.key(name), message)
-
-    def has(self, name):
-        return name in self.table
-
-    def raw(self, name, default=None):
-        self.used.add(name)
-        return self.table.get(name, default)
-
-    def str(self, name, default=None, choices=None):
-        value = self.raw(name, default)
-        if value is None:
-            raise self.error(name, "missing; expected a string" + (f" in {list(choices)}" if choices else ""))
-        if not isinstance(value, str):
-            raise self.error(name, f"expected a string, got {value!r}")
-        if choices is not None and value not in choices:
-            raise self.error(name, f"expected one of {list(choices)}, got {value!r}")
-        return value
-
-    def number(self, name, default=None, *, minimum=None, maximum=None, integer=False, exclusive=False):
-        value = self.raw(name, default)
-        kind = "an integer" if integer else "a number"
-        if value is None:
-            raise self.error(name, f"missing; expected {kind}")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
-            raise self.error(name, f"expected {kind}, got {value!r}")
-        if not math.isfinite(value):
-            raise self.error(name, f"expected a finite number, got {value!r}")
-        if minimum is not None and (value < minimum or (exclusive and value == minimum)):
-            raise self.error(name, f"expected {kind} {'>' if exclusive else '>='} {minimum}, got {value!r}")
-        if maximum is not None and value > maximum:
-            raise self.error(name, f"expected {kind} <= {maximum}, got {value!r}")
-        return value
+class _T(_Table):
+    """A spec table (see :class:`gtvcvx.spec._Table`) with the list getters of RKHS specs."""
 
     def number_list(self, name, *, positive=True):
         value = self.raw(name)
@@ -188,22 +145,11 @@ class _T:
             raise self.error(name, f"expected {dim} [low, high] pairs (one per feature), got {len(value)}")
         return [(float(a), float(b)) for a, b in value]
 
-    def finish(self, allowed_extra=()):
-        unknown = set(self.table) - self.used - set(allowed_extra)
-        if unknown:
-            name = sorted(unknown)[0]
-            raise self.error(name, f"unknown key; expected one of {sorted(self.used | set(allowed_extra))}")
-
 
 def _load_file(t: _T):
     from ..io import read_npz
 
-    value = t.str("file")
-    path = Path(value)
-    if not path.is_absolute():
-        path = Path(t.path).parent / path
-    if not path.is_file():
-        raise t.error("file", f"file not found: {path}")
+    path = t.path_value("file")
     try:
         arrays = read_npz(path)
     except ValueError as exc:
