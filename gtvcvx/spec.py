@@ -308,6 +308,29 @@ def _estimate_check(path, n_nodes: int, samples: float, d: int, edges: float) ->
                                         f"{MAX_SPEC_ELEMENTS:.3g}; refusing before allocating")
 
 
+def read_sections(path: Path, doc: dict, required: tuple[str, ...], table=None):
+    """The common head of a spec: ``name``, ``description``, ``seed`` and its tables.
+
+    Returns ``(name, description, seed, tables)`` where ``tables`` maps every required section
+    and the optional ``solve`` and ``check`` to a ``table`` reader (default :class:`_Table`).
+    Unknown top-level keys raise :class:`SpecError`.
+    """
+    table = table or _Table
+    top = table(path, "", doc)
+    top.used.add("kind")
+    name = top.str("name", path.stem)
+    description = top.str("description", "")
+    seed = top.number("seed", 0, minimum=0, integer=True)
+    for section in required:
+        if section not in doc:
+            raise SpecError(path, section, "missing table")
+    tables = {section: table(path, section, top.raw(section)) for section in required}
+    for section in ("solve", "check"):
+        tables[section] = table(path, section, top.raw(section, {}))
+    top.finish()
+    return name, description, seed, tables
+
+
 def load_spec(path) -> Spec:
     """Read a TOML spec and build its problem, ground truth, solve options and checks.
 
@@ -333,20 +356,8 @@ def load_spec(path) -> Spec:
     if kind != "gtv":
         return SPEC_KINDS[kind](path, doc)
 
-    top = _Table(path, "", doc)
-    top.used.add("kind")
-    name = top.str("name", path.stem)
-    description = top.str("description", "")
-    seed = top.number("seed", 0, minimum=0, integer=True)
-    for section in ("graph", "data", "problem"):
-        if section not in doc:
-            raise SpecError(path, section, "missing table")
-    graph_t = _Table(path, "graph", top.raw("graph"))
-    data_t = _Table(path, "data", top.raw("data"))
-    prob_t = _Table(path, "problem", top.raw("problem"))
-    solve_t = _Table(path, "solve", top.raw("solve", {}))
-    check_t = _Table(path, "check", top.raw("check", {}))
-    top.finish()
+    name, description, seed, tables = read_sections(path, doc, ("graph", "data", "problem"))
+    graph_t, data_t, prob_t, solve_t, check_t = (tables[k] for k in ("graph", "data", "problem", "solve", "check"))
 
     graph_seed, data_seed = np.random.SeedSequence(seed).spawn(2)
     if graph_t.has("seed"):

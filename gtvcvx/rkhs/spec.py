@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from ..spec import MAX_SPEC_ELEMENTS, SpecError, _Table
+from ..spec import MAX_SPEC_ELEMENTS, SpecError, _Table, read_sections
 from .dictionary import Dictionary
 from .problem import RKHSProblem, encode_labels
 
@@ -277,20 +277,8 @@ def load_rkhs_spec(path, doc: dict) -> RKHSSpec:
         Naming the file, the dotted key and what was expected.
     """
     path = Path(path)
-    top = _T(path, "", doc)
-    top.used.add("kind")
-    name = top.str("name", path.stem)
-    description = top.str("description", "")
-    seed = top.number("seed", 0, minimum=0, integer=True)
-    for section in ("data", "dictionary", "problem"):
-        if section not in doc:
-            raise SpecError(path, section, "missing table")
-    data_t = _T(path, "data", top.raw("data"))
-    dict_t = _T(path, "dictionary", top.raw("dictionary"))
-    prob_t = _T(path, "problem", top.raw("problem"))
-    solve_t = _T(path, "solve", top.raw("solve", {}))
-    check_t = _T(path, "check", top.raw("check", {}))
-    top.finish()
+    name, description, seed, tables = read_sections(path, doc, ("data", "dictionary", "problem"), _T)
+    data_t, dict_t, prob_t, solve_t, check_t = (tables[k] for k in ("data", "dictionary", "problem", "solve", "check"))
 
     gamma = prob_t.number("gamma", minimum=0, exclusive=True)
     eps = prob_t.number("eps", 0.1, minimum=0)
