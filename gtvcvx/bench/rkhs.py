@@ -23,6 +23,15 @@ FULL = {"n": 900, "points_per_dim": 32, "widths": (1.0, 2.0, 4.0)}
 QUICK = {"n": 150, "points_per_dim": 10, "widths": (2.0, 4.0)}
 
 
+def _load_average() -> str:
+    import os
+
+    try:
+        return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "unknown"
+
+
 def add_arguments(parser) -> None:
     parser.add_argument("--quick", action="store_true", help="a small instance (N = 150, 200 atoms)")
     parser.add_argument("--seed", type=int, default=0, help="data seed (default: 0)")
@@ -36,7 +45,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--scs-time", type=float, default=900.0, help="SCS time limit, seconds (default: 900)")
     parser.add_argument("--timeout", type=float, default=3600.0, help="kill a run after this many seconds")
     parser.add_argument("--threads", type=int, default=1,
-                        help="BLAS threads in every run (default: 1; the machine is shared)")
+                        help="BLAS threads in every run (default: 1)")
 
 
 # ---------------------------------------------------------------------------------------
@@ -160,9 +169,8 @@ def run(args) -> int:
                      f"{pd_row['status']}, certified relative gap {pd_row['certified_rel_gap']:.2g} after "
                      f"{pd_row['wall_s']:.0f} s; this is why SSNAL is the fast core's default.")
     lines += [
-        f"* All runs use {args.threads} BLAS thread(s). The machine has 2 cores and the other one was busy "
-        "with unrelated work during this run, so absolute timings are noisy; the ratios come from one run "
-        "and should be re-measured on a quiet machine.",
+        f"* All runs use {args.threads} BLAS thread(s); the ratios come from this one run (load average "
+        f"{_load_average()} when it ended).",
     ]
     for r in rows:
         if r["note"]:
