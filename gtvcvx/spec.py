@@ -331,6 +331,42 @@ def read_sections(path: Path, doc: dict, required: tuple[str, ...], table=None):
     return name, description, seed, tables
 
 
+def read_solve_options(solve_t: _Table, methods: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """The ``[solve]`` table: ``solver``, ``tol``, ``max_iter``, ``time_limit`` (and ``method``
+    when ``methods`` are given), plus one sub-table of options per CVXPY backend."""
+    keys = ("solver", "tol", "max_iter", "time_limit") + (("method",) if methods else ())
+    solve_options: dict[str, Any] = {}
+    if solve_t.has("solver"):
+        solve_options["solver"] = solve_t.str("solver")
+    if methods and solve_t.has("method"):
+        solve_options["method"] = solve_t.str("method", choices=methods)
+    if solve_t.has("tol"):
+        solve_options["tol"] = solve_t.number("tol", minimum=0, exclusive=True)
+    if solve_t.has("max_iter"):
+        solve_options["max_iter"] = solve_t.number("max_iter", minimum=1, integer=True)
+    if solve_t.has("time_limit"):
+        solve_options["time_limit"] = solve_t.number("time_limit", minimum=0, exclusive=True)
+    backends = {}
+    for key, value in solve_t.table.items():
+        if isinstance(value, dict):
+            backends[key.upper()] = dict(value)
+            solve_t.used.add(key)
+    if backends:
+        solve_options["backend_options"] = backends
+    solve_t.finish(allowed_extra=keys)
+    return solve_options
+
+
+def read_checks(check_t: _Table, allowed) -> dict[str, float]:
+    """The ``[check]`` table: non-negative thresholds, each named in ``allowed``."""
+    checks = {}
+    for key in list(check_t.table):
+        if key not in allowed:
+            raise check_t.error(key, f"unknown check; expected one of {sorted(allowed)}")
+        checks[key] = check_t.number(key, minimum=0)
+    return checks
+
+
 def load_spec(path) -> Spec:
     """Read a TOML spec and build its problem, ground truth, solve options and checks.
 
@@ -482,29 +518,8 @@ def load_spec(path) -> Spec:
     )
 
     # --- solve options and checks
-    solve_options: dict[str, Any] = {}
-    if solve_t.has("solver"):
-        solve_options["solver"] = solve_t.str("solver")
-    if solve_t.has("tol"):
-        solve_options["tol"] = solve_t.number("tol", minimum=0, exclusive=True)
-    if solve_t.has("max_iter"):
-        solve_options["max_iter"] = solve_t.number("max_iter", minimum=1, integer=True)
-    if solve_t.has("time_limit"):
-        solve_options["time_limit"] = solve_t.number("time_limit", minimum=0, exclusive=True)
-    backends = {}
-    for key, value in solve_t.table.items():
-        if isinstance(value, dict):
-            backends[key.upper()] = dict(value)
-            solve_t.used.add(key)
-    if backends:
-        solve_options["backend_options"] = backends
-    solve_t.finish(allowed_extra=("solver", "tol", "max_iter", "time_limit"))
-
-    checks = {}
-    for key in list(check_t.table):
-        if key not in CHECK_KEYS:
-            raise check_t.error(key, f"unknown check; expected one of {sorted(CHECK_KEYS)}")
-        checks[key] = check_t.number(key, minimum=0)
+    solve_options = read_solve_options(solve_t)
+    checks = read_checks(check_t, CHECK_KEYS)
     return Spec(name=name, path=path, problem=problem, truth=truth, solve_options=solve_options,
                 checks=checks, seed=seed, description=description, config=doc)
 

@@ -43,11 +43,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from ..spec import MAX_SPEC_ELEMENTS, SpecError, _Table, read_sections
+from ..spec import MAX_SPEC_ELEMENTS, SpecError, _Table, read_checks, read_sections, read_solve_options
 from .dictionary import Dictionary
 from .problem import RKHSProblem, encode_labels
 
@@ -285,31 +284,8 @@ def load_rkhs_spec(path, doc: dict) -> RKHSSpec:
     C = prob_t.number("C", minimum=0, exclusive=True) if prob_t.has("C") else None
     prob_t.finish()
 
-    solve_options: dict[str, Any] = {}
-    if solve_t.has("solver"):
-        solve_options["solver"] = solve_t.str("solver")
-    if solve_t.has("method"):
-        solve_options["method"] = solve_t.str("method", choices=_METHODS)
-    if solve_t.has("tol"):
-        solve_options["tol"] = solve_t.number("tol", minimum=0, exclusive=True)
-    if solve_t.has("max_iter"):
-        solve_options["max_iter"] = solve_t.number("max_iter", minimum=1, integer=True)
-    if solve_t.has("time_limit"):
-        solve_options["time_limit"] = solve_t.number("time_limit", minimum=0, exclusive=True)
-    backends = {}
-    for key, value in solve_t.table.items():
-        if isinstance(value, dict):
-            backends[key.upper()] = dict(value)
-            solve_t.used.add(key)
-    if backends:
-        solve_options["backend_options"] = backends
-    solve_t.finish()
-
-    checks = {}
-    for key in list(check_t.table):
-        if key not in RKHS_CHECK_KEYS:
-            raise check_t.error(key, f"unknown check; expected one of {sorted(RKHS_CHECK_KEYS)}")
-        checks[key] = check_t.number(key, minimum=0)
+    solve_options = read_solve_options(solve_t, methods=_METHODS)
+    checks = read_checks(check_t, RKHS_CHECK_KEYS)
 
     X, y, X_test, y_test = _data(data_t, seed)
     try:
