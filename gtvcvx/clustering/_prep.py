@@ -12,7 +12,7 @@ from .._validation import as_float_array
 from ..graph import Graph
 from ..penalties import Penalty
 
-__all__ = ["check_points", "check_lam", "check_norm_penalty", "Standardization", "standardization",
+__all__ = ["check_points", "check_norm_penalty", "Standardization", "standardization",
            "clustering_graph", "SOLVERS", "FAST_SOLVERS"]
 
 #: Solvers of :func:`gtvcvx.clustering.convex_clustering`: ``"fast"`` (the fastest certified
@@ -33,16 +33,6 @@ def check_points(points, name: str = "points") -> np.ndarray:
     if pts.shape[0] < 1 or pts.shape[1] < 1:
         raise ValueError(f"{name} must have shape (n, d) with n, d >= 1, got {pts.shape}")
     return pts
-
-
-def check_lam(lam, name: str = "lam") -> float:
-    """A finite lam >= 0."""
-    if isinstance(lam, bool) or not isinstance(lam, numbers.Real):
-        raise ValueError(f"{name} must be a real number >= 0, got {lam!r}")
-    value = float(lam)
-    if not np.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be a finite number >= 0, got {lam!r}")
-    return value
 
 
 def check_norm_penalty(penalty) -> Penalty:

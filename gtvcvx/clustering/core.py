@@ -7,12 +7,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._validation import check_nonnegative_scalar
 from ..graph import Graph
 from ..losses import SquaredDistance
 from ..penalties import Norm2
 from ..problem import GTVProblem
 from ..results import GTVResult
-from ._prep import (FAST_SOLVERS, SOLVERS, Standardization, check_lam, check_norm_penalty, check_points, clustering_graph,
+from ._prep import (FAST_SOLVERS, SOLVERS, Standardization, check_norm_penalty, check_points, clustering_graph,
                     standardization)
 from .labels import ClusterLabels, cluster_labels
 
@@ -115,7 +116,7 @@ def clustering_problem(points, lam=0.0, graph=None, *, k: int = 10, weights: str
     points when ``standardize=True``.
     """
     pts = check_points(points)
-    lam = check_lam(lam)
+    lam = check_nonnegative_scalar(lam, "lam")
     k = _check_k(k)
     penalty = check_norm_penalty(Norm2() if penalty is None else penalty)
     std = standardization(pts, standardize)
