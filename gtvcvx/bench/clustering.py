@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from .harness import format_table, ratio, run_isolated, write_bench_report
+from .harness import format_table, publish, ratio, run_isolated
 
 NAME = "clustering"
 HELP = "convex clustering: SSNAL and PDHG vs CLARABEL/SCS on 500 points (k=10), then scaling to 10^5 points"
@@ -255,7 +255,4 @@ def run(args) -> int:
         r["part"] = "compile"
     rows_all += rows
     text = "\n".join(sections)
-    print(text)
-    path = write_bench_report(args.out, NAME, text, rows_all)
-    print(f"\nwritten: {path}")
-    return 0
+    return publish(args.out, NAME, text, rows_all)

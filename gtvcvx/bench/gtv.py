@@ -16,7 +16,7 @@ import math
 from pathlib import Path
 
 
-from .harness import format_table, ratio, run_isolated, write_bench_report
+from .harness import format_table, publish, ratio, run_isolated
 
 NAME = "gtv"
 HELP = "GTV minimization: paper Table I instance vs CLARABEL/SCS, then scaling to 10^6 edges"
@@ -171,7 +171,4 @@ def run(args) -> int:
             r["part"] = "scale"
         rows_all += scale_rows
     text = "\n".join(sections)
-    print(text)
-    path = write_bench_report(args.out, NAME, text, rows_all)
-    print(f"\nwritten: {path}")
-    return 0
+    return publish(args.out, NAME, text, rows_all)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .gtv import PAPER_SPEC, build_spec
-from .harness import format_table, run_isolated, write_bench_report
+from .harness import format_table, publish, run_isolated
 
 NAME = "gtv-methods"
 HELP = "fast-core ablation on the Table I instance: restarts, reflection, primal weight, plain Algorithm 1"
@@ -57,7 +57,4 @@ def run(args) -> int:
         f"Instance `{relative}`, every variant to certified relative gap {args.tol:g} (at most "
         f"{args.max_iter} iterations), each in a fresh process. Iterations are deterministic; times are "
         "from this run.", "", format_table(rows)])
-    print(text)
-    path = write_bench_report(args.out, NAME, text, rows)
-    print(f"\nwritten: {path}")
-    return 0
+    return publish(args.out, NAME, text, rows)

@@ -15,7 +15,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Run", "run_isolated", "ratio", "write_bench_report", "format_table"]
+__all__ = ["Run", "run_isolated", "ratio", "write_bench_report", "publish", "format_table"]
 
 
 @dataclass
@@ -140,3 +140,11 @@ def write_bench_report(out_dir, target: str, markdown: str, rows: list[dict]) ->
         parts += [path.read_text().rstrip(), ""]
     atomic_write_text(out_dir / "benchmarks.md", "\n".join(parts))
     return section
+
+
+def publish(out_dir, target: str, markdown: str, rows: list[dict]) -> int:
+    """Print a target's section, write it (:func:`write_bench_report`) and return exit code 0."""
+    print(markdown)
+    path = write_bench_report(out_dir, target, markdown, rows)
+    print(f"\nwritten: {path}")
+    return 0
