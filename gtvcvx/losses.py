@@ -140,6 +140,14 @@ class Loss(ABC):
         """Boolean mask of nodes whose loss is not identically zero."""
         return np.ones(self.n, dtype=bool)
 
+    @abstractmethod
+    def content(self) -> dict:
+        """The data that defines the loss, as ``{name: ndarray or scalar}``.
+
+        Two losses of the same class with equal content are the same function; caches key on
+        it (:meth:`gtvcvx.GTVProblem.digest`). Derived factorizations are not part of it.
+        """
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(n={self.n}, d={self.d})"
 
@@ -244,6 +252,9 @@ class _DesignLoss(Loss):
     @property
     def has_data(self) -> np.ndarray:
         return self.counts > 0
+
+    def content(self) -> dict:
+        return {"d": self.d, "counts": self.counts, "X": self.X_all, "y": self.y_all}
 
     def subset(self, nodes):
         nodes = as_index_array(nodes, "nodes", ndim=1)
@@ -686,6 +697,9 @@ class SquaredDistance(Loss):
         import cvxpy as cp
 
         return cp.sum(cp.multiply(self.points, V)) + 0.25 * cp.sum_squares(V), []
+
+    def content(self) -> dict:
+        return {"points": self.points}
 
     def subset(self, nodes):
         nodes = as_index_array(nodes, "nodes", ndim=1)

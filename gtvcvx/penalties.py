@@ -144,6 +144,10 @@ class Penalty(ABC):
     def cvxpy_conjugate(self, U, scale):
         """``(expression, constraints)`` stating ``sum_e c_e phi^*(u_e / c_e)``."""
 
+    def content(self) -> dict:
+        """The parameters that define the penalty, ``{name: value}`` (none for the plain norms)."""
+        return {}
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from functools import cached_property
 
 import numpy as np
@@ -131,6 +132,39 @@ class GTVProblem:
         total = loss_part + pen_part
         return -total if np.isfinite(total) else -np.inf
 
+    def digest(self) -> str:
+        """SHA-256 (hex) of everything that defines the problem: graph, loss data, penalty, ``lam``.
+
+        Equal digests mean the same optimization problem (same class of loss and penalty, equal
+        arrays bit for bit); it is the key of content-addressed caches. Changing ``lam`` or any
+        datum in memory changes it.
+        """
+        h = hashlib.sha256(b"gtvcvx-problem-v1")
+        _digest_update(h, "graph.n", self.graph.n)
+        _digest_update(h, "graph.edges", self.graph.edges)
+        _digest_update(h, "graph.weights", self.graph.weights)
+        _digest_update(h, "lam", self.lam)
+        for part, obj in (("loss", self.loss), ("penalty", self.penalty)):
+            _digest_update(h, part, f"{type(obj).__module__}.{type(obj).__qualname__}")
+            for key, value in sorted(obj.content().items()):
+                _digest_update(h, f"{part}.{key}", value)
+        return h.hexdigest()
+
     def __repr__(self) -> str:
         return (f"GTVProblem(n={self.n}, n_edges={self.n_edges}, d={self.d}, loss={type(self.loss).__name__}, "
                 f"penalty={type(self.penalty).__name__}, lam={self.lam:g})")
+
+
+def _digest_update(h, key: str, value) -> None:
+    """Feed ``key`` and ``value`` (str, number or array) into a hash, unambiguously."""
+    h.update(b"\0" + key.encode() + b"\0")
+    if isinstance(value, str):
+        h.update(b"s" + value.encode())
+    elif isinstance(value, (bool, int, np.integer)):
+        h.update(b"i" + str(int(value)).encode())
+    elif isinstance(value, (float, np.floating)):
+        h.update(b"f" + float(value).hex().encode())
+    else:
+        arr = np.ascontiguousarray(value)
+        h.update(f"a{arr.dtype.str}{arr.shape}".encode())
+        h.update(arr.tobytes())

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import math
+import time
 
 import numpy as np
 
@@ -119,14 +120,21 @@ class _ConservationOperator:
         """``A A^T Y = S N L_C N S Y`` (n_C, d)."""
         return self.row_scale * self.outside(self.laplacian @ self.outside(self.row_scale * Y))
 
-    def solve(self, B: np.ndarray, Y0: np.ndarray | None, atol: float, max_iter: int):
-        """Conjugate gradients for ``A A^T Y = B`` (consistent, PSD). Returns (Y, iterations, residual)."""
+    def solve(self, B: np.ndarray, Y0: np.ndarray | None, atol: float, max_iter: int,
+              deadline: float | None = None):
+        """Conjugate gradients for ``A A^T Y = B`` (consistent, PSD). Returns (Y, iterations, residual).
+
+        ``deadline`` is a ``time.perf_counter()`` value after which CG stops early (the caller's
+        time budget); an unfinished projection is then rejected by the domain checks.
+        """
         Y = np.zeros_like(B) if Y0 is None else Y0.copy()
         R = B - self.gram(Y) if Y0 is not None else B.copy()
         P = R.copy()
         rr = float(np.vdot(R, R))
         it = 0
         while math.sqrt(rr) > atol and it < max_iter:
+            if deadline is not None and time.perf_counter() > deadline:
+                break
             AP = self.gram(P)
             pAp = float(np.vdot(P, AP))
             if pAp <= 0:
@@ -180,7 +188,7 @@ class FlowProjector:
         self.warm = warm
         self.multipliers = None
 
-    def __call__(self, U) -> FeasibleFlow:
+    def __call__(self, U, *, deadline: float | None = None) -> FeasibleFlow:
         from ..losses import DOMAIN_RTOL
 
         problem = self.problem
@@ -197,7 +205,7 @@ class FlowProjector:
             if norm_b > 0:
                 target = 0.1 * DOMAIN_RTOL * flow_scale * float(A.row_scale.min())
                 Y0 = self.multipliers if self.warm else None
-                Y, iterations, _ = A.solve(B, Y0, target, self.max_iter)
+                Y, iterations, _ = A.solve(B, Y0, target, self.max_iter, deadline)
                 self.multipliers = Y
                 out.U = U - A.apply_transpose(Y)
                 out.projection_iterations = iterations
@@ -230,7 +238,8 @@ def feasible_flow(problem: GTVProblem, U, *, max_iter: int | None = None) -> Fea
     return FlowProjector(problem, max_iter=max_iter, warm=False)(problem.check_U(U))
 
 
-def certify_pair(problem: GTVProblem, W, U, *, projector: FlowProjector | None = None) -> Certificate:
+def certify_pair(problem: GTVProblem, W, U, *, projector: FlowProjector | None = None,
+                 deadline: float | None = None) -> Certificate:
     """Certificate for a primal candidate ``W`` and a flow iterate ``U``.
 
     The flow is made feasible (:class:`FlowProjector`), then the gap is the sum of node terms
@@ -240,7 +249,7 @@ def certify_pair(problem: GTVProblem, W, U, *, projector: FlowProjector | None =
     """
     W = problem.check_W(W)
     U = problem.check_U(U)
-    flow = (projector or FlowProjector(problem, warm=False))(U)
+    flow = (projector or FlowProjector(problem, warm=False))(U, deadline=deadline)
     Uf = flow.U
     D = problem.graph.incidence
     V = -(D.T @ Uf)
