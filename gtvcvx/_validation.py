@@ -8,6 +8,7 @@ surface as a traceback from deep inside NumPy.
 from __future__ import annotations
 
 import numbers
+import os
 
 import numpy as np
 
@@ -17,10 +18,61 @@ __all__ = [
     "check_nonnegative_scalar",
     "check_positive_int",
     "MAX_ELEMENTS",
+    "ResourceLimitError",
+    "memory_budget",
+    "check_memory",
 ]
 
 #: Refuse to allocate arrays with more elements than this (guards huge declared sizes).
 MAX_ELEMENTS = 2_000_000_000
+
+
+class ResourceLimitError(ValueError):
+    """An input would need more memory than the budget allows (refused before allocating).
+
+    A ``ValueError``, so command-line entry points report it as bad input (exit 2).
+    """
+
+
+def memory_budget() -> int:
+    """Bytes one allocation plan may use: ``$GTVCVX_MAX_MEMORY`` (bytes, or with a K/M/G/T
+    suffix), else 75 % of the machine's physical memory (8 GiB when that cannot be read)."""
+    env = os.environ.get("GTVCVX_MAX_MEMORY", "").strip()
+    if env:
+        units = {"K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30, "T": 2 ** 40}
+        text = env.upper().removesuffix("B").removesuffix("I")
+        factor = units.get(text[-1:], 1)
+        digits = text[:-1] if text[-1:] in units else text
+        try:
+            value = float(digits) * factor
+        except ValueError:
+            raise ValueError(f"GTVCVX_MAX_MEMORY = {env!r}: expected a number of bytes, e.g. 8G") from None
+        if not value > 0:
+            raise ValueError(f"GTVCVX_MAX_MEMORY = {env!r}: expected a positive size")
+        return int(value)
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        total = 0
+    return int(0.75 * total) if total > 0 else 8 * 2 ** 30
+
+
+def check_memory(nbytes, what: str) -> None:
+    """Refuse (``ResourceLimitError``) a plan that needs more than :func:`memory_budget` bytes.
+
+    Parameters
+    ----------
+    nbytes : int or float
+        Estimated bytes of the allocation (or of the peak of a computation).
+    what : str
+        What would be allocated, for the message (e.g. ``"the logistic prox buffers
+        (2000 nodes x 200 samples x 100 x 100)"``).
+    """
+    budget = memory_budget()
+    if not nbytes <= budget:
+        raise ResourceLimitError(
+            f"{what} would need about {float(nbytes) / 2 ** 30:.3g} GiB, more than the memory budget "
+            f"of {budget / 2 ** 30:.3g} GiB (set GTVCVX_MAX_MEMORY, e.g. GTVCVX_MAX_MEMORY=64G, to allow more)")
 
 
 def _describe(x) -> str:
