@@ -33,12 +33,31 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import expit
 
-from ._validation import MAX_ELEMENTS, as_float_array, as_index_array, check_positive_int
+from dataclasses import dataclass
 
-__all__ = ["Loss", "SquaredError", "Logistic", "SquaredDistance", "DOMAIN_RTOL"]
+from ._accurate import residuals_dot2
+from ._validation import MAX_ELEMENTS, as_float_array, as_index_array, check_memory, check_positive_int
+
+__all__ = ["Loss", "LinearDomain", "SquaredError", "Logistic", "SquaredDistance", "DOMAIN_RTOL"]
 
 #: Relative tolerance for deciding that a point lies in the domain of a conjugate.
 DOMAIN_RTOL = 1e-9
+
+
+@dataclass(frozen=True)
+class LinearDomain:
+    """Per-node subspaces ``dom L_i^* = span(basis[i][:, :rank[i]])`` (the flow constraints).
+
+    Attributes
+    ----------
+    basis : ndarray (n, d, r)
+        Orthonormal columns, zero-padded beyond each node's rank.
+    rank : ndarray (n,)
+        ``rank[i] < d`` marks a constrained node (``0``: no data, flow conservation).
+    """
+
+    basis: np.ndarray
+    rank: np.ndarray
 
 
 def _as_step(step, n: int) -> np.ndarray:
@@ -115,11 +134,48 @@ class Loss(ABC):
         """Projection onto the linear constraints of ``dom L_i^*`` (identity for full domains)."""
         return self._check_W(V, "V").copy()
 
-    def node_fenchel_young(self, W, V, *, scale: float | None = None) -> np.ndarray:
-        """Fenchel-Young gaps ``L_i(w_i) + L_i^*(v_i) - <w_i, v_i>`` per node (>= 0)."""
+    def node_fenchel_young(self, W, V, *, scale=None) -> np.ndarray:
+        """Fenchel-Young gaps ``L_i(w_i) + L_i^*(v_i) - <w_i, v_i>`` per node (>= 0).
+
+        ``+inf`` where ``v_i`` is farther than ``DOMAIN_RTOL * scale`` from the domain of
+        ``L_i^*`` (``scale``: a number or one per node; default the largest row norm of ``V``).
+        Certificates use :meth:`certify_nodes` instead, which never needs a tolerance.
+        """
         W = self._check_W(W)
         V = self._check_W(V, "V")
-        return self.node_values(W) + self.node_conjugates(V, scale=scale, hint=W) - np.einsum("nd,nd->n", W, V)
+        terms, residual = self.certify_nodes(W, V)
+        if scale is None:
+            scale = float(np.linalg.norm(V, axis=1).max(initial=0.0))
+        limit = DOMAIN_RTOL * np.maximum(np.asarray(scale, dtype=float), np.finfo(float).tiny)
+        return np.where(np.linalg.norm(residual, axis=1) <= limit, terms, np.inf)
+
+    def certify_nodes(self, W, V):
+        """Fenchel-Young terms at a dual point the loss can evaluate exactly, and the residual.
+
+        Returns ``(terms, residual)``: ``terms[i] = L_i(w_i) + L_i^*(v'_i) - <w_i, v'_i> >= 0``
+        computed without cancellation, for a point ``v'_i`` in the domain of ``L_i^*`` close to
+        ``v_i``, and ``residual[i] = v_i - v'_i`` (n, d). The certificate accounts for the
+        residual with an a-priori bound (see :mod:`gtvcvx.solvers.certificate`), so no
+        tolerance decides feasibility. Default (full domain): ``v' = v``, zero residual.
+        """
+        W = self._check_W(W)
+        V = self._check_W(V, "V")
+        terms = self.node_values(W) + self.node_conjugates(V, hint=W) - np.einsum("nd,nd->n", W, V)
+        return np.maximum(terms, 0.0), np.zeros_like(V)
+
+    def linear_domain(self):
+        """The linear constraints of ``dom L_i^*``: ``None`` (full domain everywhere) or a
+        :class:`LinearDomain` with an orthonormal basis of each node's subspace."""
+        return None
+
+    def range_bound(self, value_bound: float) -> np.ndarray:
+        """Bounds ``B_i >= ||B_i^T w_i||`` for every ``w_i`` with ``L_i(w_i) <= value_bound``.
+
+        ``B_i`` is the node's :meth:`linear_domain` basis (the identity for full domains);
+        ``inf`` where the loss gives no bound (e.g. logistic: not coercive). Used to bound
+        how far an optimum can be from the origin in the certificate's allowance.
+        """
+        return np.full(self.n, np.inf)
 
     # -- CVXPY --------------------------------------------------------------------------
     @abstractmethod
@@ -301,7 +357,64 @@ class _DesignLoss(Loss):
 
     def project_conjugate_domain(self, V) -> np.ndarray:
         V = self._check_W(V, "V")
-        return self._lift(self._coords(V))
+        out = V.copy()
+        constrained = self.rank < self.d  # full-rank nodes keep their row exactly
+        if constrained.any():
+            out[constrained] = np.matmul(self.Q[constrained], np.matmul(
+                self._Qt[constrained], V[constrained][:, :, None]))[:, :, 0]
+        return out
+
+    def linear_domain(self) -> LinearDomain:
+        return LinearDomain(self.Q, self.rank)
+
+    # -- accurate evaluation from the raw data (certificates) ------------------------------
+    def _sample_residuals(self, W) -> np.ndarray:
+        """``y_k - x_k^T w_{i(k)}`` for every sample, in doubled precision (no cancellation)."""
+        return residuals_dot2(self.y_all, self.X_all, W[self.node_of_sample])
+
+    def _sample_margins(self, W) -> np.ndarray:
+        """``x_k^T w_{i(k)}`` for every sample, in doubled precision."""
+        return residuals_dot2(np.zeros(self.y_all.size), self.X_all, W[self.node_of_sample], sign=1.0)
+
+    def _node_sums(self, per_sample) -> np.ndarray:
+        """Sum per-sample values (M,) or rows (M, d) into their nodes."""
+        return self._segment @ per_sample
+
+    @cached_property
+    def _equilibrated(self):
+        """Accurate factors of ``(X_i^T X_i)^+`` for certificates, shape-robust to column scaling.
+
+        ``X_i = Xt_i C_i`` with ``C_i`` the column norms (1 for zero columns); the thin SVD of the
+        well-scaled ``Xt_i = P S V^T`` keeps singular values above ``max(m, d) eps s_max`` (the
+        data's own rounding level), so a feature at 1e15 next to one at 1 keeps both. Returns
+        ``(inv_col (n, d), V (n, d, r), s (n, r))``; ``(X^T X)^+ = C^-1 V S^-2 V^T C^-1``.
+        """
+        n, d = self.n, self.d
+        r = self.rank_width
+        inv_col = np.ones((n, d))
+        Vs = np.zeros((n, d, r))
+        ss = np.zeros((n, r))
+        offsets = np.concatenate([[0], np.cumsum(self.counts)])
+        for m in np.unique(self.counts[self.counts > 0]):  # setup only: one batched SVD per distinct m_i
+            nodes = np.flatnonzero(self.counts == m)
+            rows = offsets[nodes][:, None] + np.arange(m)[None, :]
+            Xg = self.X_all[rows]
+            col = np.sqrt(np.einsum("gmd,gmd->gd", Xg, Xg))
+            col = np.where(col > 0, col, 1.0)
+            _, sv, Vt = np.linalg.svd(Xg / col[:, None, :], full_matrices=False)
+            k = sv.shape[1]
+            keep = sv > np.maximum(sv[:, :1] * max(m, d) * np.finfo(float).eps, np.finfo(float).tiny)
+            inv_col[nodes] = 1.0 / col
+            ss[nodes, :k] = np.where(keep, sv, 0.0)
+            Vs[nodes, :, :k] = np.swapaxes(Vt, 1, 2) * keep[:, None, :]
+        return inv_col, Vs, ss
+
+    def _pinv_norm_sq(self, G) -> np.ndarray:
+        """``g_i^T (X_i^T X_i)^+ g_i`` per node from the accurate factors (G: (n, d))."""
+        inv_col, Vs, ss = self._equilibrated
+        coords = np.matmul(np.swapaxes(Vs, 1, 2), (inv_col * G)[:, :, None])[:, :, 0]
+        scaled = np.divide(coords, ss, out=np.zeros_like(coords), where=ss > 0)
+        return np.einsum("nr,nr->n", scaled, scaled)
 
     def _domain_ok(self, V, scale) -> np.ndarray:
         outside = np.linalg.norm(V - self._lift(self._coords(V)), axis=1)
@@ -345,8 +458,14 @@ class SquaredError(_DesignLoss):
 
     * prox: ``w = v + Q (c - q)``, ``q = Q^T v``, ``c = (q + 2 t s b / m) / (1 + 2 t s^2 / m)``;
     * conjugate: ``L^*(v) = min { y^T z + (m/4) ||z||^2 : X^T z = v }``, finite iff
-      ``v in range(X^T)``, equal to ``t^T b + (m/4) ||t||^2 - ||y_perp||^2 / m`` with ``t = Q^T v / s``;
-    * Fenchel-Young: ``|| (b - s q) / sqrt(m) + sqrt(m) t / 2 ||^2`` (a square, so >= 0 exactly).
+      ``v in range(X^T)``, equal to ``v^T w_v - L(w_v)`` at ``w_v = beta + (m/2) (X^T X)^+ v``;
+    * Fenchel-Young (certificates): the Bregman distance
+      ``(m/4) (grad L(w) - v)^T (X^T X)^+ (grad L(w) - v)``, a sum of squares.
+
+    The solver's prox uses the SVD factors; every value a certificate reports (``L_i(w)``,
+    gradients, Fenchel-Young terms) is computed from the raw ``X_i, y_i`` with residuals in
+    doubled precision (:mod:`gtvcvx._accurate`), so a large common offset in ``y`` or features
+    on very different scales cannot make the reported numbers wrong.
     """
 
     name = "squared_error"
@@ -357,17 +476,15 @@ class SquaredError(_DesignLoss):
 
     def node_values(self, W) -> np.ndarray:
         W = self._check_W(W)
-        res = self._residual_coords(W)
-        perp = np.maximum(self.y_sq - np.einsum("nr,nr->n", self.b, self.b), 0.0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out = (np.einsum("nr,nr->n", res, res) + perp) / self.counts
-        return np.where(self.counts > 0, out, 0.0)
+        res = self._sample_residuals(W)  # from the raw data, doubled precision
+        sums = self._node_sums(res * res)
+        return np.divide(sums, self.counts, out=np.zeros(self.n), where=self.counts > 0)
 
     def gradient(self, W) -> np.ndarray:
         W = self._check_W(W)
-        res = self._residual_coords(W)
+        res = self._sample_residuals(W)
         coef = np.divide(-2.0, self.counts, out=np.zeros(self.n), where=self.counts > 0)
-        return self._lift(coef[:, None] * self.s * res)
+        return coef[:, None] * self._node_sums(self.X_all * res[:, None])
 
     def prox(self, V, step, *, warm_start=None) -> np.ndarray:
         V = self._check_W(V, "V")
@@ -381,24 +498,45 @@ class SquaredError(_DesignLoss):
         c = self._coords(V)
         return np.divide(c, self.s, out=np.zeros_like(c), where=self.active)
 
-    def node_conjugates(self, V, *, scale=None, hint=None) -> np.ndarray:
-        V = self._check_W(V, "V")
-        t = self._scaled_coords(V)
-        perp = np.maximum(self.y_sq - np.einsum("nr,nr->n", self.b, self.b), 0.0)
-        inv_m = np.divide(1.0, self.counts, out=np.zeros(self.n), where=self.counts > 0)
-        out = np.einsum("nr,nr->n", t, self.b) + 0.25 * self.counts * np.einsum("nr,nr->n", t, t) - perp * inv_m
-        return np.where(self._domain_ok(V, scale), out, np.inf)
+    def _least_squares(self) -> np.ndarray:
+        """A least-squares solution ``beta_i = Q diag(1/s) b`` per node (0 where no data)."""
+        coef = np.divide(self.b, self.s, out=np.zeros_like(self.b), where=self.active)
+        return self._lift(coef)
 
-    def node_fenchel_young(self, W, V, *, scale=None) -> np.ndarray:
+    def node_conjugates(self, V, *, scale=None, hint=None) -> np.ndarray:
+        """``L_i^*(v_i) = v_i^T w_v - L_i(w_v)`` at the maximizer ``w_v = beta + (m/2)(X^T X)^+ v``.
+
+        Evaluated with the residuals of ``w_v`` computed from the raw data (no
+        ``||y||^2 - ||P^T y||^2`` cancellation); ``+inf`` outside the domain.
+        """
+        V = self._check_W(V, "V")
+        half_m = 0.5 * self.counts[:, None]
+        Wv = self._least_squares() + half_m * self._lift(self._scaled_coords(V) / np.where(self.active, self.s, 1.0))
+        out = np.einsum("nd,nd->n", V, Wv) - self.node_values(Wv)
+        return np.where(self._domain_ok(V, scale), np.where(self.counts > 0, out, 0.0), np.inf)
+
+    def certify_nodes(self, W, V):
+        """Fenchel-Young terms as Bregman distances, from the raw data.
+
+        For ``v' = `` the projection of ``v`` onto ``range(X_i^T)`` (``v`` itself at full-rank
+        nodes, ``0`` at nodes without data) and ``g = grad L_i(w_i)``,
+        ``L(w) + L^*(v') - <w, v'> = (m/4) (g - v')^T (X^T X)^+ (g - v')``: a sum of squares,
+        evaluated with the column-equilibrated factorization (nothing the data determine is
+        truncated) and a gradient from doubled-precision residuals.
+        """
         W = self._check_W(W)
         V = self._check_W(V, "V")
-        res = self._residual_coords(W)
-        t = self._scaled_coords(V)
-        m = self.counts[:, None].astype(float)
-        inv_sqrt_m = np.divide(1.0, np.sqrt(m), out=np.zeros_like(m), where=m > 0)
-        sq = res * inv_sqrt_m + 0.5 * np.sqrt(m) * t
-        out = np.einsum("nr,nr->n", sq, sq)
-        return np.where(self._domain_ok(V, scale), out, np.inf)
+        Vp = self.project_conjugate_domain(V)
+        terms = 0.25 * self.counts * self._pinv_norm_sq(self.gradient(W) - Vp)
+        return np.where(self.counts > 0, terms, 0.0), V - Vp
+
+    def range_bound(self, value_bound: float) -> np.ndarray:
+        """``||Q_i^T w|| <= (||y_i|| + sqrt(m_i L)) / s_min`` whenever ``L_i(w) <= L``."""
+        y_norm = np.sqrt(self._node_sums(self.y_all * self.y_all))
+        s_min = np.where(self.active, self.s, np.inf).min(axis=1, initial=np.inf)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = (y_norm + np.sqrt(self.counts * max(float(value_bound), 0.0))) / s_min
+        return np.where(self.counts > 0, out * (1.0 + 1e-12), 0.0)
 
     def cvxpy_expr(self, W):
         import cvxpy as cp
@@ -460,19 +598,28 @@ class Logistic(_DesignLoss):
     def _padded(self):
         """Samples padded per node: features in the node's row space ``X_i Q_i`` (n, m_max, r),
         labels (n, m_max) with 0 on padding, a mask, and ``1/m_i`` (0 for nodes without data)."""
-        n, r = self.n, self.rank_width
+        n, r, d = self.n, self.rank_width, self.d
         m_max = int(self.counts.max(initial=0))
-        offsets = np.concatenate([[0], np.cumsum(self.counts)])
-        position = np.arange(self.node_of_sample.size) - offsets[self.node_of_sample]
-        reduced = np.einsum("kd,kdr->kr", self.X_all, self.Q[self.node_of_sample])
-        Xp = np.zeros((n, m_max, r))
+        # padded features, their row-space coordinates, and the Newton step's (n, r, m) temporaries
+        check_memory(8.0 * n * m_max * (d + 3 * r), f"the logistic prox buffers ({n} nodes x up to {m_max} "
+                     f"samples x d = {d})")
+        position = self._sample_position
+        padded = np.zeros((n, m_max, d))
+        padded[self.node_of_sample, position] = self.X_all
+        Xp = np.matmul(padded, self.Q)  # (n, m_max, r), never a per-sample (d, r) copy of Q
+        del padded
         yp = np.zeros((n, m_max))
         mask = np.zeros((n, m_max), dtype=bool)
-        Xp[self.node_of_sample, position] = reduced
         yp[self.node_of_sample, position] = self.y_all
         mask[self.node_of_sample, position] = True
         inv_m = np.divide(1.0, self.counts, out=np.zeros(n), where=self.counts > 0)
         return Xp, yp, mask, inv_m
+
+    @cached_property
+    def _sample_position(self) -> np.ndarray:
+        """Index of every sample within its node (its column in the padded arrays)."""
+        offsets = np.concatenate([[0], np.cumsum(self.counts)])
+        return np.arange(self.node_of_sample.size) - offsets[self.node_of_sample]
 
     def _rows(self, idx):
         """The padded sample arrays of the nodes ``idx`` (all nodes, without copying, for None)."""
@@ -506,13 +653,55 @@ class Logistic(_DesignLoss):
         Xt = np.swapaxes(Xp, 1, 2)
         return np.matmul(Xt, grad_w[:, :, None])[:, :, 0], np.matmul(Xt * hess_w[:, None, :], Xp)
 
+    def _sample_logits(self, W) -> np.ndarray:
+        """``mu_k = -y_k x_k^T w_{i(k)}`` from the raw data (doubled-precision dot products)."""
+        return -self.y_all * self._sample_margins(W)
+
     def node_values(self, W) -> np.ndarray:
         W = self._check_W(W)
-        return self._value_coords(self._coords(W))
+        sums = self._node_sums(np.logaddexp(0.0, self._sample_logits(W)))
+        return np.divide(sums, self.counts, out=np.zeros(self.n), where=self.counts > 0)
 
     def gradient(self, W) -> np.ndarray:
         W = self._check_W(W)
-        return self._lift(self._grad_coords(self._coords(W)))
+        weight = -self.y_all * expit(self._sample_logits(W)) / self.counts[self.node_of_sample]
+        return self._node_sums(self.X_all * weight[:, None])
+
+    def certify_nodes(self, W, V):
+        """Fenchel-Young terms as Kullback-Leibler divergences, from the raw data.
+
+        A dual point ``theta in [0, 1]^m`` is built per node as in :meth:`node_conjugates`
+        (Newton from ``w``, then the minimum-norm correction towards ``v``, clipped into
+        ``[0, 1]``); it represents ``v' = -(1/m) X^T (y theta)`` exactly, and
+        ``L(w) + negent(theta) / m - <w, v'> = (1/m) sum_k KL(theta_k || sigmoid(mu_k))``
+        with ``mu_k = -y_k x_k^T w`` (>= 0 term by term, no cancellation). Returns those
+        terms and ``v - v'``.
+        """
+        W = self._check_W(W)
+        V = self._check_W(V, "V")
+        if self.y_all.size == 0:
+            return np.zeros(self.n), V.copy()
+        c = self._coords(V)
+        start = self._coords(W)
+        mu = self._sample_logits(W)
+        log_p = -np.logaddexp(0.0, -mu)       # log sigmoid(mu)
+        log_q = -np.logaddexp(0.0, mu)        # log (1 - sigmoid(mu))
+        inv_m = 1.0 / self.counts[self.node_of_sample]
+        best_terms, best_vp = None, None
+        for C in (start, self._conjugate_newton(c, start, 8)):
+            theta = self._corrected_theta(c, C)[self.node_of_sample, self._sample_position]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                kl = (np.where(theta > 0, theta * (np.log(theta) - log_p), 0.0)
+                      + np.where(theta < 1, (1.0 - theta) * (np.log1p(-theta) - log_q), 0.0))
+            terms = self._node_sums(np.maximum(kl, 0.0) * inv_m)
+            Vp = -self._node_sums(self.X_all * (self.y_all * theta * inv_m)[:, None])
+            if best_terms is None:
+                best_terms, best_vp = terms, Vp
+            else:
+                better = terms < best_terms
+                best_terms = np.where(better, terms, best_terms)
+                best_vp = np.where(better[:, None], Vp, best_vp)
+        return best_terms, V - best_vp
 
     def _newton(self, objective, grad_hess, C0, ridge, *, max_iter=60):
         """Batched damped Newton for per-node smooth convex problems in row-space coordinates.
@@ -539,7 +728,10 @@ class Logistic(_DesignLoss):
             g, H = grad_hess(Ci, idx, rows)
             g = np.where(inactive, 0.0, g)
             H = H + (ridge[idx, None, None] + 1e-300) * eye + inactive[:, :, None] * eye
-            step = -np.linalg.solve(H, g[:, :, None])[:, :, 0]
+            try:
+                step = -np.linalg.solve(H, g[:, :, None])[:, :, 0]
+            except np.linalg.LinAlgError:  # a Hessian singular to working precision (huge margins)
+                step = -np.matmul(np.linalg.pinv(H, hermitian=True), g[:, :, None])[:, :, 0]
             decrement = -np.einsum("nr,nr->n", g, step)
             final = decrement <= 1e-10 * (1.0 + np.abs(f))
             t = np.ones(idx.size)
@@ -575,6 +767,17 @@ class Logistic(_DesignLoss):
 
         C = self._newton(objective, grad_hess, start, 1.0 / tau, max_iter=max_newton)
         return V + self._lift(C - q)
+
+    def _corrected_theta(self, c, C) -> np.ndarray:
+        """``theta = sigmoid(margins at C)`` corrected towards ``-(1/m) X^T (y theta) = v``
+        (row-space coordinates ``c``) and clipped into [0, 1]; padded (n, m_max)."""
+        Xp, yp, mask, inv_m = self._padded
+        theta = np.where(mask, expit(self._margins(C, self._padded)), 0.0)
+        resid = c + np.matmul(np.swapaxes(Xp, 1, 2), (yp * theta * inv_m[:, None])[:, :, None])[:, :, 0]
+        inv_s2 = np.divide(1.0, self.s ** 2, out=np.zeros_like(self.s), where=self.active)
+        coef = -(resid * inv_s2) * self.counts[:, None]
+        theta = theta + yp * np.matmul(Xp, coef[:, :, None])[:, :, 0]
+        return np.where(mask, np.clip(theta, 0.0, 1.0), 0.0)
 
     def _entropy_bound(self, c, C) -> np.ndarray:
         """Upper bound on ``L_i^*`` at row-space coordinates ``c`` from a point ``C``.
@@ -685,8 +888,17 @@ class SquaredDistance(Loss):
         return np.einsum("nd,nd->n", V, self.points) + 0.25 * np.einsum("nd,nd->n", V, V)
 
     def node_fenchel_young(self, W, V, *, scale=None) -> np.ndarray:
-        diff = self._check_W(W) - self.points - 0.5 * self._check_W(V, "V")
-        return np.einsum("nd,nd->n", diff, diff)
+        return self.certify_nodes(W, V)[0]
+
+    def certify_nodes(self, W, V):
+        V = self._check_W(V, "V")
+        diff = self._check_W(W) - self.points - 0.5 * V
+        return np.einsum("nd,nd->n", diff, diff), np.zeros_like(V)
+
+    def range_bound(self, value_bound: float) -> np.ndarray:
+        """``||w_i|| <= ||a_i|| + sqrt(L)`` whenever ``||w_i - a_i||^2 <= L``."""
+        norms = np.linalg.norm(self.points, axis=1)
+        return (norms + np.sqrt(max(float(value_bound), 0.0))) * (1.0 + 1e-12)
 
     def cvxpy_expr(self, W):
         import cvxpy as cp

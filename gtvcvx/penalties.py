@@ -144,6 +144,31 @@ class Penalty(ABC):
     def cvxpy_conjugate(self, U, scale):
         """``(expression, constraints)`` stating ``sum_e c_e phi^*(u_e / c_e)``."""
 
+    # -- a-priori bounds used by certificates ---------------------------------------------
+    #: ``mu`` with ``phi(z) >= mu ||z||_2`` (norm penalties only).
+    l2_lower: float = 1.0
+
+    def _dual_ball_l2(self, d: int) -> float:
+        """Largest ``||u||_2`` on the unit dual-norm ball in dimension ``d``."""
+        return 1.0
+
+    def flow_bound(self, scale, d: int) -> np.ndarray:
+        """Per-edge bound on ``||u_e||_2`` over the domain of the conjugate (``inf``: unbounded)."""
+        scale = np.asarray(scale, dtype=float)
+        if not self.is_norm:
+            return np.where(scale > 0, np.inf, 0.0)
+        return self._dual_ball_l2(d) * scale
+
+    def difference_bound(self, scale):
+        """``(unit, power)`` with ``c_e phi(z_e) <= V  =>  ||z_e||_2 <= unit_e * V**power``.
+
+        For a norm ``unit_e = 1 / (mu c_e)``, ``power = 1``; edges with ``c_e = 0`` bound nothing
+        (``inf``). The certificate uses it to bound how far apart optimal models can be.
+        """
+        scale = np.asarray(scale, dtype=float)
+        with np.errstate(divide="ignore"):
+            return np.where(scale > 0, 1.0 / (self.l2_lower * scale), np.inf), 1.0
+
     def content(self) -> dict:
         """The parameters that define the penalty, ``{name: value}`` (none for the plain norms)."""
         return {}
@@ -218,6 +243,9 @@ class Norm1(Penalty):
 
     name = "norm1"
 
+    def _dual_ball_l2(self, d: int) -> float:
+        return float(np.sqrt(d))  # ||u||_inf <= 1  =>  ||u||_2 <= sqrt(d)
+
     def _dual_norms(self, U):
         return np.abs(U).max(axis=1, initial=0.0)
 
@@ -265,6 +293,12 @@ class SquaredNorm2(Penalty):
 
     name = "squared_norm2"
     is_norm = False
+
+    def difference_bound(self, scale):
+        """``c ||z||^2 / 2 <= V  =>  ||z|| <= sqrt(2 / c) V**0.5``."""
+        scale = np.asarray(scale, dtype=float)
+        with np.errstate(divide="ignore"):
+            return np.where(scale > 0, np.sqrt(2.0 / np.where(scale > 0, scale, 1.0)), np.inf), 0.5
 
     def _edge_values(self, Z, scale):
         return 0.5 * scale * _rowdot(Z, Z)

@@ -27,8 +27,11 @@ def test_fast_core_matches_clarabel_and_certificate_is_honest(loss, penalty, see
     assert fast.dual <= ref.primal + 1e-10 * (1 + abs(ref.primal))
     assert fast.gap >= fast.primal - ref.primal - 1e-10 * (1 + abs(ref.primal))
     # the returned flow is feasible and the reported values are re-computable
-    assert np.isfinite(problem.dual_objective(fast.U))
-    assert rel(problem.dual_objective(fast.U), fast.dual) < 1e-9
+    # (the certified dual is the flow's dual value less the allowance for its rounding residual)
+    recomputed = problem.dual_objective(fast.U)
+    assert np.isfinite(recomputed)
+    assert fast.dual <= recomputed + 1e-12 * (1 + abs(recomputed))
+    assert recomputed - fast.dual <= 0.1 * fast.gap + 1e-12 * (1 + abs(recomputed))
     assert rel(problem.objective(fast.W), fast.primal) < 1e-12
 
 

@@ -152,10 +152,116 @@ class _ConservationOperator:
 
 def _constrained_nodes(problem: GTVProblem) -> np.ndarray:
     """Nodes whose loss conjugate has linear constraints (rank(X_i) < d, including m_i = 0)."""
-    rank = getattr(problem.loss, "rank", None)
-    if rank is None:
+    domain = problem.loss.linear_domain()
+    if domain is None:
         return np.zeros(0, dtype=np.int64)
-    return np.flatnonzero(rank < problem.d)
+    return np.flatnonzero(domain.rank < problem.d)
+
+
+class ResidualAllowance:
+    r"""An a-priori bound on what a flow-conservation residual can cost the dual bound.
+
+    A certificate evaluates each ``L_i^*`` at a point ``v'_i`` of its domain, while the flow's
+    divergence is ``v_i = -(D^T U)_i``; the residual ``e_i = v_i - v'_i`` (rounding left by the
+    projection, or a flow the caller supplied) makes the pair inconsistent. By Fenchel-Young,
+    for every ``W'``
+
+    .. math:: P(W') \ge D'(U) - \sum_i \langle w'_i, e_i \rangle,
+
+    so ``P^* \ge D'(U) - A`` for any ``A \ge |\sum_i \langle w^*_i, e_i\rangle|``. With a root
+    ``a`` per connected component ``C`` (edges with ``c_e > 0``),
+
+    .. math:: |\sum_{i \in C} \langle w^*_i, e_i\rangle| \le \sum_{i\in C} \delta_i \|e_i\|
+              + R_C \|\textstyle\sum_{i \in C} e_i\|,
+
+    where ``delta_i >= ||w*_i - w*_a||`` is a shortest-path sum of per-edge bounds
+    ``||z*_e|| <= unit_e P(W)^power`` (from ``c_e phi(z*_e) <= P* <= P(W)``), and ``R_C`` bounds
+    ``||Pi w*_a||`` on the span of the nodes' domains (``sum_C e`` lies in it): with
+    ``G_C = sum_i B_i B_i^T`` and its smallest nonzero eigenvalue ``lambda_C``,
+    ``R_C^2 = sum_i (beta_i + delta_i)^2 / lambda_C``, ``beta_i >= ||B_i^T w*_i||`` from the
+    loss (:meth:`gtvcvx.losses.Loss.range_bound` at ``P(W)``). Every quantity comes from the
+    problem's own data and ``P(W)``; nothing trusts the magnitude of the flow.
+
+    When the loss gives no ``beta_i`` (logistic), ``R_C`` falls back to the candidate's own
+    ``max_i ||w_i|| + delta_i``, and :attr:`last_exact` is False (the certificate says so).
+    """
+
+    def __init__(self, problem: GTVProblem):
+        from scipy.sparse import csr_matrix
+        from scipy.sparse.csgraph import connected_components, dijkstra
+
+        self.problem = problem
+        n = problem.n
+        unit, self.power = problem.penalty.difference_bound(problem.capacities)
+        finite = np.isfinite(unit)
+        edges = problem.graph.edges[finite]
+        lengths = unit[finite]
+        graph = csr_matrix((lengths, (edges[:, 0], edges[:, 1])), shape=(n, n))
+        self.n_components, self.component = connected_components(graph, directed=False)
+        roots = np.unique(self.component, return_index=True)[1]
+        self.dist_unit = np.asarray(dijkstra(graph, directed=False, indices=roots, min_only=True))
+        self.segment = csr_matrix((np.ones(n), (self.component, np.arange(n))), shape=(self.n_components, n))
+        self._lambda = {}
+        self.last_exact = True
+
+    def _smallest_nonzero_eig(self, comps: np.ndarray) -> np.ndarray:
+        """``lambda_C`` of ``sum_{i in C} B_i B_i^T`` for the components ``comps`` (0: no data)."""
+        todo = [int(c) for c in comps if int(c) not in self._lambda]
+        if todo:
+            d = self.problem.d
+            domain = self.problem.loss.linear_domain()
+            want = np.isin(self.component, todo)
+            nodes = np.flatnonzero(want)
+            local = np.searchsorted(np.asarray(todo), self.component[nodes])
+            gram = np.zeros((len(todo), d, d))
+            if domain is None:
+                np.add.at(gram, local, np.eye(d))
+            else:
+                chunk = max(1, int(2 ** 25 // max(d * d, 1)))
+                for start in range(0, nodes.size, chunk):  # bounded memory, not a per-node loop
+                    B = domain.basis[nodes[start:start + chunk]]
+                    np.add.at(gram, local[start:start + chunk], np.matmul(B, np.swapaxes(B, 1, 2)))
+            eig = np.linalg.eigvalsh(gram)
+            top = eig[:, -1:]
+            cut = np.maximum(top * d * 64 * np.finfo(float).eps, np.finfo(float).tiny)
+            nonzero = np.where(eig > cut, eig, np.inf).min(axis=1)
+            for c, lam in zip(todo, nonzero):
+                self._lambda[c] = 0.0 if not np.isfinite(lam) else float(lam)
+        return np.array([self._lambda[int(c)] for c in comps])
+
+    def __call__(self, W: np.ndarray, residual: np.ndarray, primal: float) -> float:
+        """The allowance ``A`` for the node residuals ``residual`` (n, d) at ``P(W) = primal``."""
+        self.last_exact = True
+        enorm = np.sqrt(np.einsum("nd,nd->n", residual, residual))
+        if not enorm.any():
+            return 0.0
+        if not np.isfinite(primal):
+            return np.inf
+        delta = max(primal, 0.0) ** self.power * self.dist_unit
+        within = float(np.dot(enorm[enorm > 0], delta[enorm > 0]))
+        sums = self.segment @ residual
+        sum_norm = np.sqrt(np.einsum("cd,cd->c", sums, sums))
+        comps = np.flatnonzero(sum_norm > 0)
+        if comps.size == 0:
+            return within
+        lam = self._smallest_nonzero_eig(comps)
+        beta = self.problem.loss.range_bound(primal)
+        domain = self.problem.loss.linear_domain()
+        has_range = np.ones(self.problem.n, dtype=bool) if domain is None else domain.rank > 0
+        reach = np.where(has_range, beta + delta, 0.0)
+        with np.errstate(invalid="ignore"):
+            sq = np.asarray(self.segment @ (reach * reach)).ravel()[comps]
+            radius = np.where(lam > 0, np.sqrt(sq / np.where(lam > 0, lam, 1.0)), 0.0)
+        if not np.isfinite(radius).all():  # the loss bounds no optimum: use the candidate's scale
+            self.last_exact = False
+            wnorm = np.sqrt(np.einsum("nd,nd->n", W, W))
+            proxy = np.zeros(self.n_components)
+            dmax = np.zeros(self.n_components)
+            np.maximum.at(proxy, self.component, wnorm)
+            np.maximum.at(dmax, self.component, delta)
+            radius = np.where(np.isfinite(radius), radius, proxy[comps] + dmax[comps])
+        # lam = 0: no node of the component has data, and sum_C e = 0 exactly (a divergence)
+        return within + float(np.dot(radius, sum_norm[comps]))
 
 
 class FlowProjector:
@@ -187,13 +293,27 @@ class FlowProjector:
         self.max_iter = max_iter or max(1000, 10 * int(np.sqrt(max(problem.n, 1))))
         self.warm = warm
         self.multipliers = None
+        # the largest net flow a feasible flow can carry at each node: problem data, never the iterate
+        edge_bound = problem.penalty.flow_bound(problem.capacities, problem.d)
+        self.node_bound = np.bincount(problem.graph.edges.reshape(-1), np.repeat(edge_bound, 2),
+                                      minlength=problem.n) if problem.n_edges else np.zeros(problem.n)
+        self._allowance = None
+
+    @property
+    def allowance(self) -> ResidualAllowance:
+        """The residual allowance of this problem (built on first use)."""
+        if self._allowance is None:
+            self._allowance = ResidualAllowance(self.problem)
+        return self._allowance
 
     def __call__(self, U, *, deadline: float | None = None) -> FeasibleFlow:
         from ..losses import DOMAIN_RTOL
 
         problem = self.problem
-        U = np.asarray(U, dtype=float)
-        out = FeasibleFlow(U=U.copy(), scale=problem.flow_scale(U))
+        # into the capacity balls first: a caller's huge entry cannot set any scale below
+        U = problem.penalty.project_conjugate_domain(np.asarray(U, dtype=float), problem.capacities)
+        bound = float(self.node_bound.max(initial=0.0))
+        out = FeasibleFlow(U=U.copy(), scale=bound if np.isfinite(bound) else problem.flow_scale(U))
         if problem.n_edges == 0:
             return out
         A = self.operator
@@ -245,36 +365,46 @@ def certify_pair(problem: GTVProblem, W, U, *, projector: FlowProjector | None =
     The flow is made feasible (:class:`FlowProjector`), then the gap is the sum of node terms
     ``L_i(w_i) + L_i^*(v_i) - <w_i, v_i>`` with ``v = -D^T U`` and edge terms
     ``c_e phi(z_e) + c_e phi^*(u_e / c_e) - <z_e, u_e>`` with ``z = D W``; each term is
-    computed in a cancellation-free form where the loss or penalty has one.
+    computed in a cancellation-free form where the loss or penalty has one. The losses evaluate
+    their conjugates at a point ``v'`` of their domain; the residual ``v - v'`` is paid for by
+    :class:`ResidualAllowance` (an a-priori bound, not a tolerance), so
+    ``gap >= P(W) - P*`` holds for any ``U``, including a caller's.
     """
     W = problem.check_W(W)
     U = problem.check_U(U)
-    flow = (projector or FlowProjector(problem, warm=False))(U, deadline=deadline)
+    projector = projector or FlowProjector(problem, warm=False)
+    flow = projector(U, deadline=deadline)
     Uf = flow.U
     D = problem.graph.incidence
     V = -(D.T @ Uf)
     Z = D @ W
     caps = problem.capacities
-    # rounding in the projection is relative to the input flow, which may be far larger
-    # than the feasible flow (e.g. when flow conservation forces U = 0)
-    scale = max(flow.scale, problem.flow_scale(Uf))
-    node_gaps = problem.loss.node_fenchel_young(W, V, scale=scale)
+    node_gaps, node_residual = problem.loss.certify_nodes(W, V)
     edge_gaps = problem.penalty._edge_fenchel_young(Z, Uf, caps)
     primal = float(problem.loss.node_values(W).sum() + problem.penalty._edge_values(Z, caps).sum())
-    gap = float(node_gaps.sum() + edge_gaps.sum())
+    # the dual point of the losses is v' = v - residual: account for the residual rigorously
+    cross = float(np.einsum("nd,nd->", W, node_residual))
+    bound = projector.allowance(W, node_residual, primal) if node_residual.any() else 0.0
+    allowance = bound + abs(cross)
+    gap = float(node_gaps.sum() + edge_gaps.sum() + allowance)
     message = flow.message
-    if not np.isfinite(gap):
-        bad = np.flatnonzero(~np.isfinite(node_gaps))
-        message = message or (f"no finite dual bound: the flow is outside the conjugate domain at "
-                              f"{bad.size} node(s), e.g. node {int(bad[0])}" if bad.size else
-                              "no finite dual bound at the edges")
+    if not np.isfinite(gap) or not np.isfinite(primal):
+        if not np.isfinite(edge_gaps.sum()):
+            message = message or "no finite dual bound: the flow exceeds an edge capacity"
+        else:
+            message = message or ("no finite dual bound: the flow's conservation residual cannot be bounded "
+                                  "(e.g. P(W) is not finite)")
         dual, gap = -np.inf, np.inf
     else:
         dual = primal - gap
+    if bound > 0 and not projector.allowance.last_exact:
+        message = message or ("the allowance for the flow-conservation residual uses the candidate's scale "
+                              "(this loss gives no a-priori bound on the optimum)")
     residuals = {
         "conservation": flow.conservation_residual,
         "capacity_scale": flow.capacity_scale,
         "projection_iterations": float(flow.projection_iterations),
+        "residual_allowance": allowance,
     }
     return Certificate(primal=primal, dual=dual, gap=gap, rel_gap=relative_gap(primal, dual),
                        node_gaps=node_gaps, edge_gaps=edge_gaps, U=Uf, residuals=residuals, message=message)
