@@ -163,6 +163,12 @@ class Loss(ABC):
         terms = self.node_values(W) + self.node_conjugates(V, hint=W) - np.einsum("nd,nd->n", W, V)
         return np.maximum(terms, 0.0), np.zeros_like(V)
 
+    @property
+    def max_terms(self) -> int:
+        """Most terms summed into one node's value (samples per node; 1 for closed forms),
+        for rounding bounds."""
+        return 1
+
     def linear_domain(self):
         """The linear constraints of ``dom L_i^*``: ``None`` (full domain everywhere) or a
         :class:`LinearDomain` with an orthonormal basis of each node's subspace."""
@@ -366,6 +372,10 @@ class _DesignLoss(Loss):
 
     def linear_domain(self) -> LinearDomain:
         return LinearDomain(self.Q, self.rank)
+
+    @property
+    def max_terms(self) -> int:
+        return max(int(self.counts.max(initial=0)), 1)
 
     # -- accurate evaluation from the raw data (certificates) ------------------------------
     def _sample_residuals(self, W) -> np.ndarray:

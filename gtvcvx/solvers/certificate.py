@@ -345,6 +345,9 @@ class FlowProjector:
         return out
 
 
+_ROUNDING_FACTOR = 2.0 * np.finfo(float).eps
+
+
 def feasible_flow(problem: GTVProblem, U, *, max_iter: int | None = None) -> FeasibleFlow:
     """Make a flow iterate feasible for the network-flow dual (see :class:`FlowProjector`).
 
@@ -385,8 +388,12 @@ def certify_pair(problem: GTVProblem, W, U, *, projector: FlowProjector | None =
     # the dual point of the losses is v' = v - residual: account for the residual rigorously
     cross = float(np.einsum("nd,nd->", W, node_residual))
     bound = projector.allowance(W, node_residual, primal) if node_residual.any() else 0.0
-    allowance = bound + abs(cross)
-    gap = float(node_gaps.sum() + edge_gaps.sum() + allowance)
+    # floating-point rounding of the sums reported (primal, terms): a first-order bound
+    terms = float(node_gaps.sum() + edge_gaps.sum())
+    rounding = _ROUNDING_FACTOR * (8.0 + math.log2(2.0 + problem.n + problem.n_edges)
+                                   + float(problem.loss.max_terms)) * (abs(primal) + abs(terms) + abs(cross))
+    allowance = bound + abs(cross) + rounding
+    gap = float(terms + allowance)
     message = flow.message
     if not np.isfinite(gap) or not np.isfinite(primal):
         if not np.isfinite(edge_gaps.sum()):
@@ -404,7 +411,8 @@ def certify_pair(problem: GTVProblem, W, U, *, projector: FlowProjector | None =
         "conservation": flow.conservation_residual,
         "capacity_scale": flow.capacity_scale,
         "projection_iterations": float(flow.projection_iterations),
-        "residual_allowance": allowance,
+        "residual_allowance": bound + abs(cross),
+        "rounding_allowance": rounding,
     }
     return Certificate(primal=primal, dual=dual, gap=gap, rel_gap=relative_gap(primal, dual),
                        node_gaps=node_gaps, edge_gaps=edge_gaps, U=Uf, residuals=residuals, message=message)
