@@ -430,7 +430,7 @@ class _DesignLoss(Loss):
         outside = np.linalg.norm(V - self._lift(self._coords(V)), axis=1)
         if scale is None:
             scale = float(np.linalg.norm(V, axis=1).max(initial=0.0))
-        return outside <= DOMAIN_RTOL * max(scale, np.finfo(float).tiny)
+        return outside <= DOMAIN_RTOL * np.maximum(np.asarray(scale, dtype=float), np.finfo(float).tiny)
 
     @cached_property
     def _segment(self) -> sp.csr_matrix:
@@ -685,7 +685,10 @@ class Logistic(_DesignLoss):
         ``[0, 1]``); it represents ``v' = -(1/m) X^T (y theta)`` exactly, and
         ``L(w) + negent(theta) / m - <w, v'> = (1/m) sum_k KL(theta_k || sigmoid(mu_k))``
         with ``mu_k = -y_k x_k^T w`` (>= 0 term by term, no cancellation). Returns those
-        terms and ``v - v'``.
+        terms and ``v - v'``. The domain of ``L^*`` is a bounded zonotope, and the loss gives no
+        a-priori bound on an optimum (separable data have none), so a residual beyond the
+        rounding of the sums defining ``v`` and ``v'`` (relative to ``(1/m) sum_k ||x_k||``
+        and ``||v||``) gives ``+inf``: no finite dual bound at that node.
         """
         W = self._check_W(W)
         V = self._check_W(V, "V")
@@ -711,7 +714,13 @@ class Logistic(_DesignLoss):
                 better = terms < best_terms
                 best_terms = np.where(better, terms, best_terms)
                 best_vp = np.where(better[:, None], Vp, best_vp)
-        return best_terms, V - best_vp
+        residual = V - best_vp
+        # the logistic loss bounds no optimum (separable data), so a residual cannot be paid for:
+        # only rounding of the two sums that define v and v' is accepted, relative to the data
+        rounding = 64.0 * (self.max_terms + 8) * np.finfo(float).eps * (
+            self._node_sums(np.linalg.norm(self.X_all, axis=1) * inv_m) + np.linalg.norm(V, axis=1))
+        outside = (np.linalg.norm(residual, axis=1) > rounding) & self.has_data  # no data: conservation
+        return np.where(outside, np.inf, best_terms), np.where(outside[:, None], 0.0, residual)
 
     def _newton(self, objective, grad_hess, C0, ridge, *, max_iter=60):
         """Batched damped Newton for per-node smooth convex problems in row-space coordinates.

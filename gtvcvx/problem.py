@@ -119,15 +119,28 @@ class GTVProblem:
             return 0.0
         return float(self.graph.degree.max() * max(U.max(), -U.min()))
 
+    @cached_property
+    def node_flow_bound(self) -> np.ndarray:
+        """Largest ``||(D^T U)_i||_2`` of a dual-feasible flow at each node (``inf`` when the
+        penalty does not bound flows): the scale of node flows, from the problem's own data."""
+        if self.n_edges == 0:
+            return np.zeros(self.n)
+        edge_bound = self.penalty.flow_bound(self.capacities, self.d)
+        return np.bincount(self.graph.edges.reshape(-1), np.repeat(edge_bound, 2), minlength=self.n)
+
     def dual_objective(self, U) -> float:
         """Network-flow dual objective ``D(U)``; ``-inf`` when ``U`` is outside the dual domain.
 
-        Net flows within rounding error (``DOMAIN_RTOL`` relative to :meth:`flow_scale`) of the
-        conjugates' linear constraints are evaluated at their projection.
+        Net flows within rounding error (``DOMAIN_RTOL`` relative to :attr:`node_flow_bound`, the
+        problem's own scale, never the magnitude of ``U``) of the conjugates' linear
+        constraints are evaluated at their projection. A report value; certificates use
+        :func:`gtvcvx.solvers.certificate.certify_pair`, which needs no tolerance.
         """
         U = self.check_U(U)
         V = -(self.graph.incidence.T @ U)
-        loss_part = self.loss.conjugate(V, scale=self.flow_scale(U))
+        bound = self.node_flow_bound
+        scale = np.where(np.isfinite(bound), bound, self.flow_scale(U))
+        loss_part = self.loss.conjugate(V, scale=scale)
         pen_part = self.penalty.conjugate(U, self.capacities)
         total = loss_part + pen_part
         return -total if np.isfinite(total) else -np.inf

@@ -1,8 +1,16 @@
 """Duality-gap certificates for GTV minimization.
 
 Given any candidate ``W`` and a flow iterate ``U`` (possibly infeasible for the network-flow
-dual), build a *feasible* flow and evaluate the gap as a sum of non-negative Fenchel-Young
-terms. The result is an honest bound: ``P(W) - P* <= gap``.
+dual, possibly supplied by an untrusted caller), build a feasible flow and evaluate the gap as
+a sum of non-negative Fenchel-Young terms plus two allowances. The result is an honest bound,
+``P(W) - P* <= gap``, by construction:
+
+* every value is computed from the raw data (doubled-precision residuals, Bregman and
+  Kullback-Leibler forms of the Fenchel-Young terms; see :meth:`gtvcvx.losses.Loss.certify_nodes`);
+* no tolerance decides feasibility: flows are clipped into their capacities, projected onto
+  the conservation constraints, and the leftover residual is paid for by an a-priori bound
+  (:class:`ResidualAllowance`) from ``P(W)`` and the problem's own data;
+* a first-order bound on the rounding of the reported sums is added.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ import time
 
 import numpy as np
 
+from ..losses import DOMAIN_RTOL
 from ..problem import GTVProblem
 from ..results import relative_gap
 
@@ -36,8 +45,9 @@ class FeasibleFlow:
         The common factor ``alpha <= 1`` applied to the edges touching constrained nodes to fit
         them into their capacity balls (other edges are projected one by one).
     scale : float
-        Flow scale of the input iterate (``max deg * max |U|``): net flows below
-        ``DOMAIN_RTOL * scale`` are rounding error of the projection.
+        Flow scale from the problem's data (the largest net flow a feasible flow can carry at a
+        node, :attr:`GTVProblem.node_flow_bound`; for penalties without capacities, that of the
+        flow after clipping): it sets the projection's target, never a feasibility tolerance.
     projection_iterations : int
         Conjugate-gradient iterations of the minimum-norm projection (0 when the losses have
         full domains).
@@ -229,8 +239,12 @@ class ResidualAllowance:
                 self._lambda[c] = 0.0 if not np.isfinite(lam) else float(lam)
         return np.array([self._lambda[int(c)] for c in comps])
 
-    def __call__(self, W: np.ndarray, residual: np.ndarray, primal: float) -> float:
-        """The allowance ``A`` for the node residuals ``residual`` (n, d) at ``P(W) = primal``."""
+    def __call__(self, W: np.ndarray, residual: np.ndarray, primal: float, node_scale: np.ndarray) -> float:
+        """The allowance ``A`` for the node residuals ``residual`` (n, d) at ``P(W) = primal``.
+
+        ``node_scale`` (n,) is the problem's flow scale at each node; where the loss bounds no
+        optimum, residuals above ``UNBOUNDED_RTOL * node_scale`` give ``inf``.
+        """
         self.last_exact = True
         enorm = np.sqrt(np.einsum("nd,nd->n", residual, residual))
         if not enorm.any():
@@ -252,14 +266,21 @@ class ResidualAllowance:
         with np.errstate(invalid="ignore"):
             sq = np.asarray(self.segment @ (reach * reach)).ravel()[comps]
             radius = np.where(lam > 0, np.sqrt(sq / np.where(lam > 0, lam, 1.0)), 0.0)
-        if not np.isfinite(radius).all():  # the loss bounds no optimum: use the candidate's scale
+        if not np.isfinite(radius).all():
+            # the loss bounds no optimum (logistic): accept only a residual at the level float64
+            # leaves, relative to the problem's flow scale, and use twice the candidate's scale
+            unbounded = np.zeros(self.n_components, dtype=bool)
+            unbounded[comps[~np.isfinite(radius)]] = True
+            nodes = unbounded[self.component]
+            if (enorm[nodes] > UNBOUNDED_RTOL * node_scale[nodes]).any():
+                return np.inf
             self.last_exact = False
             wnorm = np.sqrt(np.einsum("nd,nd->n", W, W))
             proxy = np.zeros(self.n_components)
             dmax = np.zeros(self.n_components)
             np.maximum.at(proxy, self.component, wnorm)
             np.maximum.at(dmax, self.component, delta)
-            radius = np.where(np.isfinite(radius), radius, proxy[comps] + dmax[comps])
+            radius = np.where(np.isfinite(radius), radius, 2.0 * (proxy[comps] + dmax[comps]))
         # lam = 0: no node of the component has data, and sum_C e = 0 exactly (a divergence)
         return within + float(np.dot(radius, sum_norm[comps]))
 
@@ -277,10 +298,13 @@ class FlowProjector:
        scaled by one common ``alpha = min(1, min_e c_e / ||U'_e||_*)``, which keeps the
        homogeneous linear constraints at those nodes exactly satisfied.
 
-    The CG target is set from the domain tolerance of the conjugates: the leftover
-    violation must be below ``0.1 * DOMAIN_RTOL`` times the flow scale, so that the loss
-    conjugates accept the flow; if CG stops short (``max_iter``), the conjugates reject it
-    and the certificate reports no finite dual bound rather than a wrong one.
+    0. Before anything, every ``u_e`` is projected onto its capacity ball, so no scale below
+       depends on the magnitude of a flow a caller supplies.
+
+    The CG target is ``0.1 * DOMAIN_RTOL`` times the flow scale of the problem's data. Whatever
+    violation is left (CG stopped by ``max_iter`` or a deadline, rounding) is not trusted: the
+    certificate pays for it with :class:`ResidualAllowance`, so a short projection gives a
+    larger gap, never a wrong one.
     """
 
     def __init__(self, problem: GTVProblem, *, max_iter: int | None = None, warm: bool = True):
@@ -294,9 +318,11 @@ class FlowProjector:
         self.warm = warm
         self.multipliers = None
         # the largest net flow a feasible flow can carry at each node: problem data, never the iterate
-        edge_bound = problem.penalty.flow_bound(problem.capacities, problem.d)
-        self.node_bound = np.bincount(problem.graph.edges.reshape(-1), np.repeat(edge_bound, 2),
-                                      minlength=problem.n) if problem.n_edges else np.zeros(problem.n)
+        self.node_bound = problem.node_flow_bound
+        # a loss that bounds no optimum cannot pay for a residual: project to rounding level
+        has_data = problem.loss.has_data
+        bounded = bool(np.isfinite(problem.loss.range_bound(1.0)[has_data]).all())
+        self.target_rtol = 0.1 * DOMAIN_RTOL if bounded else 0.1 * UNBOUNDED_RTOL
         self._allowance = None
 
     @property
@@ -307,8 +333,6 @@ class FlowProjector:
         return self._allowance
 
     def __call__(self, U, *, deadline: float | None = None) -> FeasibleFlow:
-        from ..losses import DOMAIN_RTOL
-
         problem = self.problem
         # into the capacity balls first: a caller's huge entry cannot set any scale below
         U = problem.penalty.project_conjugate_domain(np.asarray(U, dtype=float), problem.capacities)
@@ -323,7 +347,7 @@ class FlowProjector:
             flow_scale = out.scale
             out.conservation_residual = norm_b / max(flow_scale, np.finfo(float).tiny)
             if norm_b > 0:
-                target = 0.1 * DOMAIN_RTOL * flow_scale * float(A.row_scale.min())
+                target = self.target_rtol * flow_scale * float(A.row_scale.min())
                 Y0 = self.multipliers if self.warm else None
                 Y, iterations, _ = A.solve(B, Y0, target, self.max_iter, deadline)
                 self.multipliers = Y
@@ -346,6 +370,10 @@ class FlowProjector:
 
 
 _ROUNDING_FACTOR = 2.0 * np.finfo(float).eps
+
+#: Where the loss bounds no optimum (logistic), the largest conservation residual accepted,
+#: relative to the problem's flow scale at the node (the projection is run to a tenth of it).
+UNBOUNDED_RTOL = 1e-11
 
 
 def feasible_flow(problem: GTVProblem, U, *, max_iter: int | None = None) -> FeasibleFlow:
@@ -387,7 +415,13 @@ def certify_pair(problem: GTVProblem, W, U, *, projector: FlowProjector | None =
     primal = float(problem.loss.node_values(W).sum() + problem.penalty._edge_values(Z, caps).sum())
     # the dual point of the losses is v' = v - residual: account for the residual rigorously
     cross = float(np.einsum("nd,nd->", W, node_residual))
-    bound = projector.allowance(W, node_residual, primal) if node_residual.any() else 0.0
+    if node_residual.any():
+        # (no capacities, e.g. a squared penalty: the flow's own scale, whose conjugate cost
+        # grows quadratically, so a huge flow cannot buy a loose residual)
+        node_scale = np.where(np.isfinite(projector.node_bound), projector.node_bound, flow.scale)
+        bound = projector.allowance(W, node_residual, primal, node_scale)
+    else:
+        bound = 0.0
     # floating-point rounding of the sums reported (primal, terms): a first-order bound
     terms = float(node_gaps.sum() + edge_gaps.sum())
     rounding = _ROUNDING_FACTOR * (8.0 + math.log2(2.0 + problem.n + problem.n_edges)
