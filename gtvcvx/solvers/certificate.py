@@ -82,6 +82,15 @@ class Certificate:
     residuals: dict = field(default_factory=dict)
     message: str = ""
 
+    @property
+    def resolution(self) -> float:
+        """The smallest relative gap this certificate could show: its rounding allowance over
+        ``1 + |P| + |D|``. A requested tolerance below it cannot be certified in float64."""
+        rounding = float(self.residuals.get("rounding_allowance", 0.0))
+        if not (np.isfinite(self.primal) and np.isfinite(self.dual)):
+            return float("nan")
+        return rounding / (1.0 + abs(self.primal) + abs(self.dual))
+
     def worst_nodes(self, k: int = 5) -> list[tuple[int, float]]:
         """The ``k`` nodes with the largest Fenchel-Young gap, as ``(node, gap)``."""
         order = np.argsort(-np.nan_to_num(self.node_gaps, nan=np.inf))[:k]

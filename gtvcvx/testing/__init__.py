@@ -65,6 +65,9 @@ def assert_optimal(problem, W, rtol: float = 1e-6, *, U=None, atol: float = 0.0,
              f" - dual bound {cert.dual:.10g})."]
     if cert.message:
         lines.append(f"Certificate: {cert.message}.")
+    if cert.resolution > rtol:
+        lines.append(f"float64 cannot certify rtol={rtol:g} on this problem: rounding alone allows a relative "
+                     f"gap of {cert.resolution:.3g} (rescale the data, or ask for a looser tolerance).")
     details = describe_failures(problem, W, cert, k=k)
     if details:
         lines.append("The optimality conditions fail most at:")
