@@ -16,6 +16,12 @@ method takes that ``scale`` (shape (|E|,)) explicitly:
     Euclidean projection onto the domain of the conjugate (the capacity balls).
 ``edge_fenchel_young(Z, U, scale)``
     ``c_e phi(z_e) + c_e phi^*(u_e / c_e) - <z_e, u_e> >= 0``.
+``subgradient_flow(Z, scale, cut)``
+    The flow the optimality conditions fix at ``Z`` and the mask of entries they leave free
+    (for certifying a candidate ``W`` from any solver).
+``flow_bound(scale, d)`` / ``difference_bound(scale)`` / ``l2_lower``
+    A-priori bounds used by certificates: the largest ``||u_e||_2`` of a feasible flow, and
+    ``||z_e||_2`` from a bound on ``c_e phi(z_e)``.
 ``cvxpy_expr(Z, scale)`` / ``cvxpy_conjugate(U, scale)``
     The declarative statements for the CVXPY reference (CVXPY imported lazily).
 
@@ -169,6 +175,20 @@ class Penalty(ABC):
         with np.errstate(divide="ignore"):
             return np.where(scale > 0, 1.0 / (self.l2_lower * scale), np.inf), 1.0
 
+    def subgradient_flow(self, Z, scale, cut: float):
+        """The flow the optimality conditions fix at differences ``Z``, and where it is free.
+
+        Returns ``(U, free)``: ``U_e = c_e grad phi(z_e)`` wherever ``phi`` is differentiable at
+        ``z_e`` (norms: where ``z_e`` is farther than ``cut`` from the kink), and a boolean
+        (|E|, d) mask ``free`` of the entries whose subdifferential is a set (there ``U`` is 0
+        and any value in the capacity ball satisfies the conditions).
+        """
+        Z, scale = _rows(Z, "Z", scale)
+        return self._subgradient_flow(Z, scale, float(cut))
+
+    def _subgradient_flow(self, Z, scale, cut):
+        raise NotImplementedError(f"{type(self).__name__} does not declare its subgradient flow")
+
     def content(self) -> dict:
         """The parameters that define the penalty, ``{name: value}`` (none for the plain norms)."""
         return {}
@@ -198,6 +218,13 @@ class Norm2(Penalty):
     """
 
     name = "norm2"
+
+    def _subgradient_flow(self, Z, scale, cut):
+        norms = np.sqrt(_rowdot(Z, Z))
+        active = norms > cut
+        U = np.zeros_like(Z)
+        U[active] = scale[active, None] * Z[active] / norms[active, None]
+        return U, np.repeat(~active[:, None], Z.shape[1], axis=1)
 
     def _dual_norms(self, U):
         return np.sqrt(_rowdot(U, U))
@@ -246,6 +273,10 @@ class Norm1(Penalty):
     def _dual_ball_l2(self, d: int) -> float:
         return float(np.sqrt(d))  # ||u||_inf <= 1  =>  ||u||_2 <= sqrt(d)
 
+    def _subgradient_flow(self, Z, scale, cut):
+        active = np.abs(Z) > cut
+        return np.where(active, scale[:, None] * np.sign(Z), 0.0), ~active
+
     def _dual_norms(self, U):
         return np.abs(U).max(axis=1, initial=0.0)
 
@@ -293,6 +324,9 @@ class SquaredNorm2(Penalty):
 
     name = "squared_norm2"
     is_norm = False
+
+    def _subgradient_flow(self, Z, scale, cut):
+        return scale[:, None] * Z, np.zeros(Z.shape, dtype=bool)
 
     def difference_bound(self, scale):
         """``c ||z||^2 / 2 <= V  =>  ||z|| <= sqrt(2 / c) V**0.5``."""

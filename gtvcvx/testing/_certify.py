@@ -19,7 +19,6 @@ import math
 import numpy as np
 from scipy.sparse.csgraph import connected_components
 
-from ..penalties import Norm1, Norm2, SquaredNorm2
 from ..problem import GTVProblem
 from ..solvers.certificate import Certificate, FlowProjector, certify_pair
 
@@ -44,16 +43,12 @@ def _lipschitz(problem: GTVProblem) -> float:
 
 
 def _project(U, free, caps, penalty):
-    """Project the free entries of ``U`` onto the capacity sets (in place); fixed entries untouched."""
-    if isinstance(penalty, Norm1):
-        bound = np.broadcast_to(caps[:, None], U.shape)
-        np.copyto(U, np.clip(U, -bound, bound), where=free)
-    else:  # Norm2: rows are free or fixed as a whole
-        rows = free[:, 0]
-        sub = U[rows]
-        norms = np.sqrt(np.einsum("ed,ed->e", sub, sub))
-        factor = np.divide(caps[rows], norms, out=np.ones_like(norms), where=norms > caps[rows])
-        U[rows] = sub * factor[:, None]
+    """Project ``U`` onto the capacity sets, changing only its free entries (in place).
+
+    The fixed entries lie on the boundary of their balls already, so the projection of the
+    whole flow moves only the free ones; copying them back makes that exact.
+    """
+    np.copyto(U, penalty._prox_conjugate(U.copy(), 1.0, caps), where=free)
     return U
 
 
@@ -156,6 +151,9 @@ def flow_from_primal(problem: GTVProblem, W, *, threshold: float = 0.0, max_iter
 
     Notes
     -----
+    The fixed part comes from :meth:`gtvcvx.penalties.Penalty.subgradient_flow` (no class
+    switch here), e.g.:
+
     * ``(1/2)||.||^2`` penalty: ``U_e = c_e (DW)_e`` (the subdifferential is a point).
     * ``||.||_2``: ``U_e = c_e z_e / ||z_e||`` where ``z_e = (DW)_e`` is nonzero;
       ``||.||_1``: ``U_ek = c_e sign(z_ek)`` entrywise where ``z_ek`` is nonzero.
@@ -175,23 +173,11 @@ def flow_from_primal(problem: GTVProblem, W, *, threshold: float = 0.0, max_iter
     caps = np.asarray(problem.capacities, dtype=float)
     Z = D @ W
     penalty = problem.penalty
-    if isinstance(penalty, SquaredNorm2) or not penalty.is_norm:
-        return caps[:, None] * Z
-    if not isinstance(penalty, (Norm2, Norm1)):
-        raise TypeError(f"no flow construction for penalty {type(penalty).__name__}")
-    G = problem.loss.gradient(W)
     scale = max(float(np.abs(W).max(initial=0.0)), float(np.abs(Z).max(initial=0.0)), np.finfo(float).tiny)
-    cut = float(threshold) * scale
-    U = np.zeros_like(Z)
-    if isinstance(penalty, Norm2):
-        norms = np.sqrt(np.einsum("ed,ed->e", Z, Z))
-        active = norms > cut
-        U[active] = caps[active, None] * Z[active] / norms[active, None]
-        free = np.repeat(~active[:, None], d, axis=1)
-    else:
-        active = np.abs(Z) > cut
-        U = np.where(active, caps[:, None] * np.sign(Z), 0.0)
-        free = ~active
+    U, free = penalty.subgradient_flow(Z, caps, float(threshold) * scale)
+    if not free.any():
+        return U  # differentiable penalty: the optimality conditions fix the flow
+    G = problem.loss.gradient(W)
     free &= (caps > 0)[:, None]  # zero capacity: the flow must be zero
     if not free.any():
         return U
