@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numbers
 import os
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -21,6 +22,7 @@ __all__ = [
     "ResourceLimitError",
     "memory_budget",
     "check_memory",
+    "allocation_guard",
 ]
 
 #: Refuse to allocate arrays with more elements than this (guards huge declared sizes).
@@ -75,6 +77,21 @@ def check_memory(nbytes, what: str) -> None:
             f"of {budget / 2 ** 30:.3g} GiB (set GTVCVX_MAX_MEMORY, e.g. GTVCVX_MAX_MEMORY=64G, to allow more)")
 
 
+@contextmanager
+def allocation_guard(what: str):
+    """Turn a ``MemoryError`` inside the block into a :class:`ResourceLimitError` naming ``what``.
+
+    For allocations that passed :func:`check_memory` but still fail (the machine is shared,
+    the estimate was low): the caller sees one clear error instead of a traceback.
+    """
+    try:
+        yield
+    except MemoryError:
+        raise ResourceLimitError(
+            f"{what}: out of memory while allocating (the machine has less free memory than the budget "
+            f"of {memory_budget() / 2 ** 30:.3g} GiB; lower GTVCVX_MAX_MEMORY or reduce the input)") from None
+
+
 def _describe(x) -> str:
     arr = np.asarray(x) if not isinstance(x, np.ndarray) else x
     return f"shape {arr.shape} and dtype {arr.dtype}"
@@ -87,7 +104,9 @@ def as_float_array(x, name: str, *, ndim: int | None = None, shape=None, finite:
     Parameters
     ----------
     x : array_like
-        Input data; float32 and integer inputs are converted to float64.
+        Input data; float32, integer and boolean inputs are converted to float64. Complex
+        input is refused (casting would drop the imaginary part), and so are object, string
+        and other non-numeric arrays.
     name : str
         Name used in error messages (e.g. ``"X[3]"`` or ``"weights"``).
     ndim : int, optional
@@ -98,11 +117,34 @@ def as_float_array(x, name: str, *, ndim: int | None = None, shape=None, finite:
         Reject NaN and infinite entries.
     copy : bool
         Always return a fresh array.
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``: e.g. ``"X[3] must be real, got complex128"``.
+    ResourceLimitError
+        When the conversion runs out of memory.
     """
-    try:
-        arr = np.array(x, dtype=np.float64, copy=copy or None)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be an array of real numbers ({exc})") from None
+    if isinstance(x, np.ndarray):
+        raw = x
+    else:
+        try:
+            with allocation_guard(f"{name} as an array"):
+                raw = np.asarray(x)
+        except (TypeError, ValueError) as exc:
+            if isinstance(exc, ResourceLimitError):
+                raise
+            raise ValueError(f"{name} must be an array of real numbers ({exc})") from None
+    kind = raw.dtype.kind
+    if kind == "c":  # casting would silently drop the imaginary part
+        raise ValueError(f"{name} must be real, got {raw.dtype}")
+    if kind == "O":
+        raise ValueError(f"{name} must be an array of real numbers, got an object array (dtype object); "
+                         "convert it to a numeric dtype first")
+    if kind not in "biuf":
+        raise ValueError(f"{name} must be an array of real numbers, got dtype {raw.dtype}")
+    with allocation_guard(f"{name} (shape {raw.shape}) as float64"):
+        arr = np.array(raw, dtype=np.float64, copy=copy or None)
     if ndim is not None and arr.ndim != ndim:
         raise ValueError(f"{name} must be a {ndim}-D array, got {arr.ndim}-D with shape {arr.shape}")
     if shape is not None:

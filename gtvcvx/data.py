@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import MAX_ELEMENTS, as_index_array, check_nonnegative_scalar, check_positive_int
+from ._validation import (MAX_ELEMENTS, allocation_guard, as_index_array, check_memory, check_nonnegative_scalar,
+                          check_positive_int)
 
 __all__ = ["GroundTruth", "Dataset", "PointSet", "linear_model", "logistic_model", "blobs",
            "cluster_weights", "observed_nodes"]
@@ -94,21 +95,33 @@ def observed_nodes(n: int, rho: float, rng: np.random.Generator) -> np.ndarray:
     return mask
 
 
-def _features(labels, d, m, rho, seed):
+def _features(labels, d, m, rho, seed, what):
     labels = _labels(labels)
     n = labels.size
     d = check_positive_int(d, "d")
     counts = _counts(m, n)
     rng = np.random.default_rng(seed)
     counts = np.where(observed_nodes(n, rho, rng), counts, 0)
-    if int(counts.sum()) * d > MAX_ELEMENTS:
-        raise ValueError(f"{int(counts.sum())} samples x d = {d} is too large to generate")
-    w_clusters = cluster_weights(int(labels.max()) + 1, d, rng)
-    W = w_clusters[labels]
-    X_all = rng.standard_normal((int(counts.sum()), d))
-    node_of_sample = np.repeat(np.arange(n), counts)
-    scores = np.einsum("kd,kd->k", X_all, W[node_of_sample])
+    # before anything of size samples x d is drawn
+    total, k = int(counts.sum()), int(labels.max()) + 1
+    if total * d > MAX_ELEMENTS:
+        raise ValueError(f"{what}: {total} samples x d = {d} is too large to generate "
+                         f"(at most {MAX_ELEMENTS} entries)")
+    check_memory(_features_bytes(n, k, d, total),
+                 f"{what}(d={d}): {n} nodes, {total} samples of dimension {d}")
+    with allocation_guard(f"{what}(d={d}): {total} samples of dimension {d}"):
+        w_clusters = cluster_weights(k, d, rng)
+        W = w_clusters[labels]
+        X_all = rng.standard_normal((total, d))
+        node_of_sample = np.repeat(np.arange(n), counts)
+        scores = np.einsum("kd,kd->k", X_all, W[node_of_sample])
     return labels, counts, rng, W, X_all, scores
+
+
+def _features_bytes(n: int, k: int, d: int, total: int) -> float:
+    """Peak bytes of :func:`_features` and the label draw: the cluster and node weights, the
+    features, the per-sample weight rows of the scores, and a few per-sample vectors."""
+    return 8.0 * d * (k + n + 2 * total) + 8.0 * (4 * total + 4 * n)
 
 
 def _split(values: np.ndarray, counts: np.ndarray) -> tuple:
@@ -143,7 +156,7 @@ def linear_model(labels, d: int, m=10, sigma: float = 1e-3, rho: float = 1.0, se
        generalized total variation minimization", IEEE Trans. Signal Processing, 2023.
     """
     sigma = check_nonnegative_scalar(sigma, "sigma")
-    labels, counts, rng, W, X_all, scores = _features(labels, d, m, rho, seed)
+    labels, counts, rng, W, X_all, scores = _features(labels, d, m, rho, seed, "data.linear_model")
     y_all = scores + sigma * rng.standard_normal(scores.size)
     return Dataset(_split(X_all, counts), _split(y_all, counts), GroundTruth(W=W, labels=labels))
 
@@ -155,7 +168,7 @@ def logistic_model(labels, d: int, m=10, sigma: float = 0.0, rho: float = 1.0, s
     :func:`linear_model`.
     """
     sigma = check_nonnegative_scalar(sigma, "sigma")
-    labels, counts, rng, W, X_all, scores = _features(labels, d, m, rho, seed)
+    labels, counts, rng, W, X_all, scores = _features(labels, d, m, rho, seed, "data.logistic_model")
     noisy = scores + sigma * rng.standard_normal(scores.size)
     y_all = np.where(noisy >= 0, 1.0, -1.0)
     return Dataset(_split(X_all, counts), _split(y_all, counts), GroundTruth(W=W, labels=labels))
@@ -172,11 +185,17 @@ def blobs(sizes, d: int = 2, *, separation: float = 5.0, std: float = 1.0, seed=
     d = check_positive_int(d, "d")
     separation = check_nonnegative_scalar(separation, "separation")
     std = check_nonnegative_scalar(std, "std")
-    if int(sizes.sum()) * d > MAX_ELEMENTS:
-        raise ValueError("blobs: too many points to generate")
+    n = int(sizes.sum())
+    if n * d > MAX_ELEMENTS:
+        raise ValueError(f"data.blobs(d={d}): {n} points x d = {d} is too many to generate "
+                         f"(at most {MAX_ELEMENTS} entries)")
+    # centers, then per point: the noise, its scaled copy, the points and the true centers
+    check_memory(8.0 * d * (sizes.size + 4 * n) + 8.0 * n,
+                 f"data.blobs(d={d}): {n} points of dimension {d} in {sizes.size} clusters")
     rng = np.random.default_rng(seed)
-    centers = rng.uniform(0.0, separation * sizes.size, size=(sizes.size, d))
-    labels = np.repeat(np.arange(sizes.size), sizes)
-    points = centers[labels] + std * rng.standard_normal((labels.size, d))
-    return PointSet(points, GroundTruth(W=centers[labels], labels=labels))
+    with allocation_guard(f"data.blobs(d={d}): {n} points of dimension {d}"):
+        centers = rng.uniform(0.0, separation * sizes.size, size=(sizes.size, d))
+        labels = np.repeat(np.arange(sizes.size), sizes)
+        points = centers[labels] + std * rng.standard_normal((labels.size, d))
+        return PointSet(points, GroundTruth(W=centers[labels], labels=labels))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from array import array
 from functools import cached_property
 from pathlib import Path
 
@@ -9,9 +10,90 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-from ._validation import MAX_ELEMENTS, as_float_array, as_index_array, check_positive_int
+from ._validation import (MAX_ELEMENTS, ResourceLimitError, allocation_guard, as_float_array, as_index_array,
+                          check_memory, check_positive_int)
 
 __all__ = ["Graph"]
+
+#: Estimated peak bytes per node of a graph: degree and weighted-degree arrays, the
+#: component labels and the adjacency matrix behind them, with their temporaries.
+_NODE_BYTES = 48
+#: Estimated peak bytes per edge: the edge list (16) and weights (8), the CSR incidence matrix
+#: (about 40 with its index arrays) and the temporaries of validation and construction.
+_EDGE_BYTES = 96
+#: Bytes per row held while reading an edge list CSV (three float64 columns and a line number).
+_ROW_BYTES = 32
+#: Rows between two memory checks while reading a CSV.
+_CHECK_ROWS = 1 << 16
+#: Longest line accepted in an edge list CSV (characters).
+_MAX_LINE = 4096
+
+
+def graph_nbytes(n, n_edges) -> float:
+    """Estimated peak bytes of a graph with ``n`` nodes and ``n_edges`` edges.
+
+    Covers the edge list, the weights, the incidence matrix and the per-node arrays
+    (degrees, components) with the temporaries of building them.
+    """
+    return float(_NODE_BYTES) * float(n) + float(_EDGE_BYTES) * float(n_edges)
+
+
+def check_graph_memory(n, n_edges, what: str, *, detail: bool = True) -> None:
+    """Refuse (``ResourceLimitError``) a graph that would not fit in the memory budget.
+
+    Parameters
+    ----------
+    n, n_edges : int or float
+        Nodes and (expected) edges of the graph.
+    what : str
+        Who builds it, for the message (e.g. ``"graphs.complete(n=30000)"``).
+    detail : bool
+        Append ``n`` and the edge count to ``what``.
+    """
+    if detail:
+        what = f"{what}: a graph with n = {int(n)} nodes and {int(n_edges)} edges"
+    check_memory(graph_nbytes(n, n_edges), what)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _edge_problem(n: int, edges: np.ndarray):
+    """The first invalid edge of an int64 (m, 2) array, or None.
+
+    Returns ``(kind, e, other)``: kind ``"range"`` (index outside ``[0, n)``), ``"loop"``
+    or ``"duplicate"`` (edge ``e`` repeats the undirected edge ``other < e``).
+    """
+    bad = np.flatnonzero(((edges < 0) | (edges >= n)).any(axis=1))
+    if bad.size:
+        return "range", int(bad[0]), None
+    loops = np.flatnonzero(edges[:, 0] == edges[:, 1])
+    if loops.size:
+        return "loop", int(loops[0]), None
+    if edges.shape[0] > 1:
+        keys = edges.min(axis=1) * n + edges.max(axis=1)
+        order = np.argsort(keys, kind="stable")
+        dup = np.flatnonzero(keys[order][1:] == keys[order][:-1])
+        if dup.size:
+            first, second = sorted((int(order[dup[0]]), int(order[dup[0] + 1])))
+            return "duplicate", second, first
+    return None
+
+
+def _edge_weights(weights, n_edges: int) -> np.ndarray:
+    if weights is None:
+        return np.ones(n_edges)
+    if np.ndim(weights) == 0:
+        return np.full(n_edges, float(as_float_array(weights, "weights", finite=False)))
+    w = as_float_array(weights, "weights", ndim=1, finite=False, copy=True)
+    if w.shape[0] != n_edges:
+        raise ValueError(f"weights must have one entry per edge ({n_edges}), got {w.shape[0]}")
+    return w
 
 
 class Graph:
@@ -65,13 +147,19 @@ class Graph:
         ValueError
             Naming the first offending edge: index out of range, self-loop, duplicate
             undirected edge, or a weight that is not finite and > 0.
+        ResourceLimitError
+            When the graph (with its incidence matrix) would not fit in the memory budget
+            (:func:`gtvcvx._validation.memory_budget`); checked before anything is allocated.
         """
         n = check_positive_int(n, "n")
         if n > MAX_ELEMENTS:  # refuse before any per-node array is allocated
             raise ValueError(f"n = {n} nodes is more than this package can hold (limit {MAX_ELEMENTS})")
+        check_graph_memory(n, 0, f"Graph.from_edges: a graph with n = {n} nodes", detail=False)
         raw = np.asarray(edges) if not isinstance(edges, np.ndarray) else edges
         if raw.size == 0:
             raw = np.zeros((0, 2), dtype=np.int64)
+        if raw.ndim == 2:  # before the int64 copy and the validation temporaries
+            check_graph_memory(n, raw.shape[0], "Graph.from_edges")
         edges_arr = as_index_array(raw, "edges")
         if edges_arr.ndim != 2 or edges_arr.shape[1] != 2:
             raise ValueError(f"edges must have shape (n_edges, 2), got {edges_arr.shape}")
@@ -79,44 +167,28 @@ class Graph:
         if n_edges > MAX_ELEMENTS // 4:
             raise ValueError(f"edges: {n_edges} edges is more than this package can hold")
 
-        bad = np.flatnonzero(((edges_arr < 0) | (edges_arr >= n)).any(axis=1))
-        if bad.size:
-            e = int(bad[0])
-            raise ValueError(
-                f"edge {e} = ({edges_arr[e, 0]}, {edges_arr[e, 1]}) has a node index out of range; "
-                f"nodes must be in [0, {n})")
-        loops = np.flatnonzero(edges_arr[:, 0] == edges_arr[:, 1])
-        if loops.size:
-            e = int(loops[0])
-            raise ValueError(f"edge {e} = ({edges_arr[e, 0]}, {edges_arr[e, 1]}) is a self-loop")
-
-        oriented = np.sort(edges_arr, axis=1)
-        if n_edges > 1:
-            keys = oriented[:, 0] * n + oriented[:, 1]
-            order = np.argsort(keys, kind="stable")
-            dup = np.flatnonzero(keys[order][1:] == keys[order][:-1])
-            if dup.size:
-                first, second = sorted((int(order[dup[0]]), int(order[dup[0] + 1])))
-                i, j = oriented[first]
+        with allocation_guard(f"Graph.from_edges (n = {n} nodes, {n_edges} edges)"):
+            problem = _edge_problem(n, edges_arr)
+            if problem is not None:
+                kind, e, other = problem
+                i, j = (int(v) for v in edges_arr[e])
+                if kind == "range":
+                    raise ValueError(f"edge {e} = ({i}, {j}) has a node index out of range; "
+                                     f"nodes must be in [0, {n})")
+                if kind == "loop":
+                    raise ValueError(f"edge {e} = ({i}, {j}) is a self-loop")
+                i, j = sorted((i, j))
+                raise ValueError(f"edges {other} and {e} both connect nodes {i} and {j} "
+                                 "(duplicate undirected edge)")
+            oriented = np.sort(edges_arr, axis=1)
+            w = _edge_weights(weights, n_edges)
+            badw = np.flatnonzero(~(np.isfinite(w) & (w > 0)))
+            if badw.size:
+                e = int(badw[0])
                 raise ValueError(
-                    f"edges {first} and {second} both connect nodes {i} and {j} "
-                    "(duplicate undirected edge)")
-
-        if weights is None:
-            w = np.ones(n_edges)
-        elif np.ndim(weights) == 0:
-            w = np.full(n_edges, float(as_float_array(weights, "weights", finite=False)))
-        else:
-            w = as_float_array(weights, "weights", ndim=1, finite=False, copy=True)
-            if w.shape[0] != n_edges:
-                raise ValueError(f"weights must have one entry per edge ({n_edges}), got {w.shape[0]}")
-        badw = np.flatnonzero(~(np.isfinite(w) & (w > 0)))
-        if badw.size:
-            e = int(badw[0])
-            raise ValueError(
-                f"weights[{e}] = {float(w[e])!r} for edge ({oriented[e, 0]}, {oriented[e, 1]}) "
-                "must be finite and > 0 (drop the edge instead of giving it weight 0)")
-        return cls(n, np.ascontiguousarray(oriented, dtype=np.int64), np.ascontiguousarray(w))
+                    f"weights[{e}] = {float(w[e])!r} for edge ({oriented[e, 0]}, {oriented[e, 1]}) "
+                    "must be finite and > 0 (drop the edge instead of giving it weight 0)")
+            return cls(n, np.ascontiguousarray(oriented, dtype=np.int64), np.ascontiguousarray(w))
 
     @classmethod
     def from_csv(cls, path, n: int | None = None) -> "Graph":
@@ -128,48 +200,116 @@ class Graph:
             CSV file. Lines starting with ``#`` are ignored.
         n : int, optional
             Number of nodes; default ``max index + 1``.
+
+        Raises
+        ------
+        ValueError
+            Naming the file, the line number and what was expected. The offending line
+            itself is never quoted: the file may not be an edge list at all (a path given by
+            mistake, or on purpose, to a file holding secrets).
+        ResourceLimitError
+            When the declared ``n`` or the number of rows read so far needs more memory than
+            the budget; checked while reading, before the graph is built.
         """
         path = Path(path)
         if not path.is_file():
             raise ValueError(f"{path}: edge list file not found")
+        if n is not None:
+            n = check_positive_int(n, "n")
+            if n > MAX_ELEMENTS:
+                raise ValueError(f"{path}: n = {n} nodes is more than this package can hold (limit {MAX_ELEMENTS})")
+            check_graph_memory(n, 0, f"{path}: a graph with n = {n} nodes (as given)", detail=False)
+        columns = [array("d"), array("d"), array("d")]
+        lines = array("q")  # line number of every row, for error messages
+        width = 0
+        header_allowed = True
         try:
-            text = path.read_text()
+            with open(path, encoding="utf-8") as fh:
+                lineno = 0
+                while True:
+                    line = fh.readline(_MAX_LINE + 1)
+                    if not line:
+                        break
+                    lineno += 1
+                    if len(line) > _MAX_LINE and not line.endswith("\n"):
+                        raise ValueError(f"{path}:{lineno}: line longer than {_MAX_LINE} characters; "
+                                         "expected 'i,j[,weight]'")
+                    line = line.strip()
+                    if not line or line.startswith("#"):
+                        continue
+                    parts = line.split(",")
+                    try:
+                        values = [float(p) for p in parts]
+                    except ValueError:
+                        if header_allowed:
+                            header_allowed = False
+                            continue
+                        bad = next(k for k, p in enumerate(parts, start=1) if not _is_number(p))
+                        raise ValueError(
+                            f"{path}:{lineno}: expected numbers 'i,j[,weight]', but field {bad} of "
+                            f"{len(parts)} is not a number (the line is not shown)") from None
+                    header_allowed = False
+                    if len(values) not in (2, 3):
+                        raise ValueError(f"{path}:{lineno}: expected 2 or 3 columns 'i,j[,weight]', "
+                                         f"got {len(values)}")
+                    if not width:
+                        width, first_line = len(values), lineno
+                    elif len(values) != width:
+                        raise ValueError(f"{path}:{lineno}: expected {width} columns like line {first_line} "
+                                         f"(every line must have the same number of columns), got {len(values)}")
+                    for column, value in zip(columns, values):
+                        column.append(value)
+                    lines.append(lineno)
+                    if len(lines) % _CHECK_ROWS == 0:  # the rows held so far, and the graph they make
+                        check_memory(len(lines) * (_ROW_BYTES + _EDGE_BYTES),
+                                     f"{path}: the edge list (more than {len(lines)} rows)")
         except UnicodeDecodeError:
             raise ValueError(f"{path}: not a text CSV file (could not decode as UTF-8)") from None
-        rows = []
-        header_allowed = True
-        for lineno, line in enumerate(text.splitlines(), start=1):
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            parts = [p.strip() for p in line.split(",")]
-            try:
-                values = [float(p) for p in parts]
-            except ValueError:
-                if header_allowed:
-                    header_allowed = False
-                    continue
-                raise ValueError(f"{path}:{lineno}: expected numbers 'i,j[,weight]', got {line!r}") from None
-            header_allowed = False
-            if len(values) not in (2, 3):
-                raise ValueError(f"{path}:{lineno}: expected 2 or 3 columns 'i,j[,weight]', got {len(values)}")
-            rows.append(values)
-        if rows and len({len(r) for r in rows}) != 1:
-            raise ValueError(f"{path}: every line must have the same number of columns")
-        table = np.array(rows, dtype=np.float64).reshape(len(rows), -1 if rows else 2)
-        try:
-            edges = as_index_array(table[:, :2], "edges")
-        except ValueError as exc:
-            raise ValueError(f"{path}: {exc}") from None
-        weights = table[:, 2] if table.shape[1] == 3 else None
-        if n is None:
-            if not len(edges):
-                raise ValueError(f"{path}: no edges and no node count given")
-            n = int(edges.max()) + 1
+        except MemoryError:
+            raise ResourceLimitError(f"{path}: out of memory while reading the edge list") from None
+        m = len(lines)
+        if n is None and not m:
+            raise ValueError(f"{path}: no edges and no node count given")
+        with allocation_guard(f"{path}: the edge list ({m} rows)"):
+            ends = np.column_stack([np.frombuffer(columns[0]), np.frombuffer(columns[1])]).reshape(m, 2)
+            rows = np.frombuffer(lines, dtype=np.int64)
+            weights = np.frombuffer(columns[2]).copy() if width == 3 else None
+            # indices: integral, >= 0 and within the package's limit (checked on floats: no overflow)
+            bad = np.flatnonzero(~(np.isfinite(ends) & (ends == np.round(ends)) & (ends >= 0)).all(axis=1))
+            if bad.size:
+                raise ValueError(f"{path}:{rows[bad[0]]}: expected integer node indices >= 0 "
+                                 "in the first two columns")
+            big = np.flatnonzero((ends >= MAX_ELEMENTS).any(axis=1))
+            if big.size:
+                raise ValueError(f"{path}:{rows[big[0]]}: node index is more than this package can hold "
+                                 f"(at most {MAX_ELEMENTS} nodes)")
+            edges = ends.astype(np.int64)
+            if n is None:
+                top = int(np.argmax(edges.max(axis=1)))
+                n = int(edges[top].max()) + 1
+                what = f"{path}: the graph ({m} edges; line {rows[top]} has the largest node index)"
+            else:
+                what = f"{path}: the graph (n = {n} nodes, {m} edges)"
+            check_graph_memory(n, m, what=what, detail=False)
+            problem = _edge_problem(n, edges)
+            if problem is not None:
+                kind, e, other = problem
+                if kind == "range":
+                    raise ValueError(f"{path}:{rows[e]}: node index out of range; expected indices in "
+                                     f"[0, {n}) (n = {n} nodes given)")
+                if kind == "loop":
+                    raise ValueError(f"{path}:{rows[e]}: the edge is a self-loop; expected two different nodes")
+                raise ValueError(f"{path}:{rows[e]}: duplicate undirected edge (the same two nodes "
+                                 f"as line {rows[other]})")
+            if weights is not None:
+                badw = np.flatnonzero(~(np.isfinite(weights) & (weights > 0)))
+                if badw.size:
+                    raise ValueError(f"{path}:{rows[badw[0]]}: expected a finite weight > 0 in the "
+                                     "third column (drop the edge instead of giving it weight 0)")
         try:
             return cls.from_edges(n, edges, weights)
-        except ValueError as exc:
-            raise ValueError(f"{path}: {exc}") from None
+        except ValueError as exc:  # keeps ResourceLimitError a ResourceLimitError
+            raise type(exc)(f"{path}: {exc}") from None
 
     # ------------------------------------------------------------------ properties
     @property
@@ -181,30 +321,34 @@ class Graph:
     def incidence(self) -> sp.csr_matrix:
         """Oriented incidence matrix ``D`` (CSR, |E| x n): ``+1`` at the lower index, ``-1`` at the higher."""
         m = self.n_edges
-        rows = np.repeat(np.arange(m), 2)
-        cols = self.edges.reshape(-1)
-        data = np.tile(np.array([1.0, -1.0]), m)
-        D = sp.csr_matrix((data, (rows, cols)), shape=(m, self.n))
-        D.sort_indices()
+        with allocation_guard(f"the incidence matrix of a graph with {m} edges"):
+            rows = np.repeat(np.arange(m), 2)
+            cols = self.edges.reshape(-1)
+            data = np.tile(np.array([1.0, -1.0]), m)
+            D = sp.csr_matrix((data, (rows, cols)), shape=(m, self.n))
+            D.sort_indices()
         return D
 
     @cached_property
     def degree(self) -> np.ndarray:
         """Number of edges at each node (unweighted degree), shape (n,)."""
-        return np.bincount(self.edges.reshape(-1), minlength=self.n).astype(np.int64)
+        with allocation_guard(f"the degrees of a graph with n = {self.n} nodes"):
+            return np.bincount(self.edges.reshape(-1), minlength=self.n).astype(np.int64)
 
     @cached_property
     def weighted_degree(self) -> np.ndarray:
         """Sum of the weights of the edges at each node, shape (n,)."""
-        return (np.bincount(self.edges[:, 0], self.weights, minlength=self.n)
-                + np.bincount(self.edges[:, 1], self.weights, minlength=self.n))
+        with allocation_guard(f"the weighted degrees of a graph with n = {self.n} nodes"):
+            return (np.bincount(self.edges[:, 0], self.weights, minlength=self.n)
+                    + np.bincount(self.edges[:, 1], self.weights, minlength=self.n))
 
     @cached_property
     def _components(self) -> tuple[int, np.ndarray]:
-        adjacency = sp.csr_matrix((np.ones(self.n_edges), (self.edges[:, 0], self.edges[:, 1])),
-                                  shape=(self.n, self.n))
-        count, labels = connected_components(adjacency, directed=False)
-        return int(count), labels.astype(np.int64)
+        with allocation_guard(f"the connected components of a graph with n = {self.n} nodes"):
+            adjacency = sp.csr_matrix((np.ones(self.n_edges), (self.edges[:, 0], self.edges[:, 1])),
+                                      shape=(self.n, self.n))
+            count, labels = connected_components(adjacency, directed=False)
+            return int(count), labels.astype(np.int64)
 
     def components(self) -> np.ndarray:
         """Connected-component label of every node, shape (n,), labels ``0..n_components-1``."""

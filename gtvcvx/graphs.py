@@ -10,8 +10,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._validation import MAX_ELEMENTS, as_float_array, check_positive_int
-from .graph import Graph
+from ._validation import MAX_ELEMENTS, allocation_guard, as_float_array, check_memory, check_positive_int
+from .graph import Graph, check_graph_memory, graph_nbytes as _graph_bytes
 
 __all__ = ["LabeledGraph", "sbm", "chain", "clustered_chain", "star", "complete", "knn"]
 
@@ -51,8 +51,8 @@ def _triangular_pairs(index: np.ndarray, size: int) -> tuple[np.ndarray, np.ndar
     return i, j
 
 
-def _sample_pair_indices(rng: np.random.Generator, n_pairs: int, p: float) -> np.ndarray:
-    """Indices of a Bernoulli(p) subset of ``range(n_pairs)``."""
+def _sample_pair_indices(rng: np.random.Generator, n_pairs: int, p: float, what: str = "graphs.sbm") -> np.ndarray:
+    """Indices of a Bernoulli(p) subset of ``range(n_pairs)`` (``what`` names the caller in errors)."""
     if n_pairs == 0 or p == 0.0:
         return np.zeros(0, dtype=np.int64)
     if n_pairs <= 4_000_000:
@@ -60,7 +60,20 @@ def _sample_pair_indices(rng: np.random.Generator, n_pairs: int, p: float) -> np
     count = int(rng.binomial(n_pairs, p))
     if count > MAX_ELEMENTS // 8:
         raise ValueError(f"the requested graph would have about {count} edges, too many to hold")
-    return np.sort(rng.choice(n_pairs, size=count, replace=False))
+    # Generator.choice without replacement shuffles all n_pairs indices when count > n_pairs / 50,
+    # else runs Floyd's algorithm with a hash set of about 2.4 count entries; then the sort's copy.
+    work = 8.0 * n_pairs if count > n_pairs // 50 else 8.0 * 3.4 * count
+    check_memory(work + 8.0 * count, f"{what}: sampling {count} of {n_pairs} node pairs")
+    with allocation_guard(f"{what}: sampling {count} of {n_pairs} node pairs"):
+        return np.sort(rng.choice(n_pairs, size=count, replace=False))
+
+
+def _check_path_like(n: int, what: str) -> None:
+    """Refuse a graph with ``n`` nodes and ``n - 1`` edges (chain, star) over the memory budget."""
+    if n > MAX_ELEMENTS:
+        raise ValueError(f"{what}: {n} nodes is more than this package can hold (limit {MAX_ELEMENTS})")
+    # the graph plus the two index ranges and their stacked copy (32 bytes per edge)
+    check_memory(_graph_bytes(n, n - 1) + 32.0 * (n - 1), f"{what}: a graph with {n} nodes and {n - 1} edges")
 
 
 def sbm(sizes, p_in: float, p_out: float, seed=None) -> LabeledGraph:
@@ -93,6 +106,15 @@ def sbm(sizes, p_in: float, p_out: float, seed=None) -> LabeledGraph:
     sizes = _check_sizes(sizes)
     p_in = _check_probability(p_in, "p_in")
     p_out = _check_probability(p_out, "p_out")
+    # expected edges (the sample exceeds it by a few standard deviations at most), before sampling
+    within = float((sizes.astype(float) * (sizes - 1) / 2).sum())
+    across = float((float(sizes.sum()) ** 2 - float((sizes.astype(float) ** 2).sum())) / 2)
+    expected = within * p_in + across * p_out
+    n_total = int(sizes.sum())
+    if n_total > MAX_ELEMENTS:
+        raise ValueError(f"sizes: {n_total} nodes in all is more than this package can hold (limit {MAX_ELEMENTS})")
+    check_graph_memory(n_total, expected + 6.0 * np.sqrt(expected),
+                       f"graphs.sbm(sizes with {n_total} nodes, p_in={p_in:g}, p_out={p_out:g})")
     rng = np.random.default_rng(seed)
     offsets = np.concatenate([[0], np.cumsum(sizes)])
     parts = []
@@ -112,6 +134,7 @@ def sbm(sizes, p_in: float, p_out: float, seed=None) -> LabeledGraph:
 def chain(n: int, weights=1.0) -> Graph:
     """Path graph ``0 - 1 - ... - (n-1)``; ``weights`` is a scalar or one weight per edge."""
     n = check_positive_int(n, "n")
+    _check_path_like(n, f"graphs.chain(n={n})")
     edges = np.column_stack([np.arange(n - 1), np.arange(1, n)])
     return Graph.from_edges(n, edges, weights)
 
@@ -129,6 +152,7 @@ def clustered_chain(sizes, bridge_weight: float, weight: float = 1.0) -> Labeled
     if bridge < 0:
         raise ValueError(f"bridge_weight must be >= 0, got {bridge}")
     n = int(sizes.sum())
+    _check_path_like(n, f"graphs.clustered_chain(sizes summing to {n})")
     edges = np.column_stack([np.arange(n - 1), np.arange(1, n)])
     labels = np.repeat(np.arange(sizes.size), sizes)
     is_bridge = labels[:-1] != labels[1:]
@@ -140,6 +164,7 @@ def clustered_chain(sizes, bridge_weight: float, weight: float = 1.0) -> Labeled
 def star(n: int, weights=1.0) -> Graph:
     """Star graph: node 0 joined to every other node."""
     n = check_positive_int(n, "n")
+    _check_path_like(n, f"graphs.star(n={n})")
     edges = np.column_stack([np.zeros(n - 1, dtype=np.int64), np.arange(1, n)])
     return Graph.from_edges(n, edges, weights)
 
@@ -147,10 +172,18 @@ def star(n: int, weights=1.0) -> Graph:
 def complete(n: int, weights=1.0) -> Graph:
     """Complete graph on ``n`` nodes (edges in row-major upper-triangle order)."""
     n = check_positive_int(n, "n")
-    if n * (n - 1) // 2 > MAX_ELEMENTS // 4:
-        raise ValueError(f"n = {n} gives a complete graph too large to hold")
-    i, j = np.triu_indices(n, k=1)
-    return Graph.from_edges(n, np.column_stack([i, j]), weights)
+    m = n * (n - 1) // 2
+    if m > MAX_ELEMENTS // 4:
+        raise ValueError(f"graphs.complete(n={n}): {m} edges is more than this package can hold "
+                         f"(at most {MAX_ELEMENTS // 4} edges)")
+    # the graph, plus triu_indices' two index arrays and their stacked copy (32 bytes per edge)
+    check_memory(_graph_bytes(n, m) + 32.0 * m,
+                 f"graphs.complete(n={n}): a complete graph with {m} edges")
+    with allocation_guard(f"graphs.complete(n={n}) ({m} edges)"):
+        i, j = np.triu_indices(n, k=1)
+        edges = np.column_stack([i, j])
+        del i, j
+    return Graph.from_edges(n, edges, weights)
 
 
 def knn(points, k: int = 10, *, weights: str = "gaussian", phi: float | None = None) -> Graph:
@@ -178,8 +211,6 @@ def knn(points, k: int = 10, *, weights: str = "gaussian", phi: float | None = N
     .. [2] D. Sun, K.-C. Toh, Y. Yuan, "Convex clustering: model, theoretical guarantee and
        efficient algorithm", JMLR 22, 2021.
     """
-    from scipy.spatial import cKDTree
-
     pts = as_float_array(points, "points", ndim=2)
     n = pts.shape[0]
     if n == 0:
@@ -190,6 +221,18 @@ def knn(points, k: int = 10, *, weights: str = "gaussian", phi: float | None = N
     kk = min(k, n - 1)
     if kk == 0:
         return Graph.from_edges(n, np.zeros((0, 2), dtype=np.int64))
+    # the k-d tree (a copy of the points), the (n, k+1) distances and neighbours, the pair
+    # list with np.unique's sorted copies (about 120 bytes per pair) and the graph itself
+    check_memory(16.0 * pts.size + 120.0 * n * (kk + 1) + _graph_bytes(n, n * kk),
+                 f"graphs.knn(k={k}) on {n} points of dimension {pts.shape[1]}")
+    with allocation_guard(f"graphs.knn(k={k}) on {n} points"):
+        return _knn_graph(pts, kk, weights, phi)
+
+
+def _knn_graph(pts: np.ndarray, kk: int, weights: str, phi) -> Graph:
+    from scipy.spatial import cKDTree
+
+    n = pts.shape[0]
     dist, nbr = cKDTree(pts).query(pts, k=kk + 1)
     dist = dist.reshape(n, kk + 1)
     nbr = nbr.reshape(n, kk + 1)

@@ -11,9 +11,35 @@ from pathlib import Path
 
 import numpy as np
 
+from ._validation import ResourceLimitError, allocation_guard, check_memory
 from .results import GTVResult, Status
 
-__all__ = ["save_result", "load_result", "atomic_write", "atomic_write_text", "read_npz"]
+__all__ = ["save_result", "load_result", "atomic_write", "atomic_write_text", "read_npz", "read_npy"]
+
+
+def _read_umask() -> int:
+    """The process umask, read without changing it where Linux allows (``/proc/self/status``)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # elsewhere: set and restore at import, before any thread writes files
+    os.umask(mask)
+    return mask
+
+
+#: Mode of the files written here: what ``open()`` would give (``0o666 & ~umask``, 0644 under
+#: umask 022), not ``mkstemp``'s private 0600.
+_FILE_MODE = 0o666 & ~_read_umask()
+#: Array dtypes :func:`read_npz` returns: booleans, integers, floats and (for result headers) text.
+_NPZ_KINDS = "biufUS"
+#: A member that expands more than this many times, to more than ``_BOMB_FLOOR`` bytes, is
+#: refused as a likely zip bomb (numeric data compress a few times at most; plain zeros ~1000x).
+_BOMB_RATIO = 200
+_BOMB_FLOOR = 64 * 2 ** 20
 
 _SCALARS = ("primal", "dual", "gap", "rel_gap", "value", "setup_time", "solve_time")
 
@@ -22,12 +48,19 @@ _SCALARS = ("primal", "dual", "gap", "rel_gap", "value", "setup_time", "solve_ti
 def atomic_write(path, mode: str = "w", **kwargs):
     """Write to a temporary file next to ``path`` and rename it into place on success.
 
-    An exception (including KeyboardInterrupt) leaves no half-written ``path`` behind.
+    An exception (including KeyboardInterrupt) leaves no half-written ``path`` behind. The
+    file gets the mode ``open()`` would give it (``0o666 & ~umask``), or keeps the mode of the
+    file it replaces.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    try:  # replacing a file keeps its permissions; a new one gets open()'s usual mode
+        file_mode = os.stat(path).st_mode & 0o777
+    except OSError:
+        file_mode = _FILE_MODE
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.chmod(fd, file_mode)  # mkstemp creates 0600
         with os.fdopen(fd, mode, **kwargs) as fh:
             yield fh
         os.replace(tmp, path)
@@ -54,28 +87,132 @@ def atomic_savefig(fig, path, **savefig_kwargs) -> Path:
     return path
 
 
+def _npy_header(fp, where: str):
+    """``(shape, dtype, header_bytes)`` of the ``.npy`` stream ``fp`` without reading its data."""
+    fmt = np.lib.format
+    try:
+        version = fmt.read_magic(fp)
+        if version == (1, 0):
+            shape, _, dtype = fmt.read_array_header_1_0(fp)
+        elif version == (2, 0):
+            shape, _, dtype = fmt.read_array_header_2_0(fp)
+        else:
+            raise ValueError(f".npy format version {version[0]}.{version[1]} is not supported (expected 1.0 or 2.0)")
+    except (ValueError, EOFError) as exc:
+        raise ValueError(f"{where} is not a valid .npy array ({exc})") from None
+    return tuple(int(k) for k in shape), dtype, fp.tell()
+
+
+def _check_npy(where: str, key: str, shape, dtype, data_bytes: int) -> int:
+    """Refuse dtypes and shapes :func:`read_npz` does not load; returns the array's bytes."""
+    if dtype.hasobject:
+        raise ValueError(f"{where} holds pickled object arrays, which are refused (store plain numeric arrays)")
+    if dtype.kind == "c":
+        raise ValueError(f"{where}: array {key!r} has dtype {dtype}; expected real numbers "
+                         "(store the real and imaginary parts as two arrays)")
+    if dtype.kind not in _NPZ_KINDS or dtype.fields is not None or dtype.subdtype is not None:
+        raise ValueError(f"{where}: array {key!r} has dtype {dtype}; expected numbers")
+    nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    if nbytes != data_bytes:
+        raise ValueError(f"{where}: array {key!r} declares shape {shape} of {dtype} ({nbytes} bytes) but "
+                         f"holds {data_bytes} bytes of data; the file is corrupt or forged")
+    return nbytes
+
+
+def _inspect_npz(path: Path) -> None:
+    """Check an ``.npz`` archive from its directory and each member's ``.npy`` header only.
+
+    Refuses (before anything is decompressed beyond the headers): members that are not
+    ``.npy`` arrays, declared sizes over the memory budget, likely zip bombs, headers whose
+    shape disagrees with the member's size, and dtypes :func:`read_npz` does not return.
+    """
+    with zipfile.ZipFile(path) as archive:
+        infos = archive.infolist()
+        for info in infos:
+            if not info.filename.endswith(".npy"):
+                raise ValueError(f"{path}: member {info.filename!r} is not a .npy array; expected an archive "
+                                 "of arrays written by numpy.savez")
+        if infos:
+            largest = max(infos, key=lambda i: i.file_size)
+            check_memory(sum(i.file_size for i in infos),
+                         f"{path}: its {len(infos)} arrays (member {largest.filename!r} alone declares "
+                         f"{largest.file_size} bytes uncompressed)")
+        for info in infos:
+            name = info.filename
+            if info.file_size > _BOMB_FLOOR and info.file_size > _BOMB_RATIO * max(info.compress_size, 1):
+                raise ResourceLimitError(
+                    f"{path}: member {name!r} expands {info.compress_size} compressed bytes to "
+                    f"{info.file_size} (more than {_BOMB_RATIO} times): refused as a likely zip bomb "
+                    "(store large arrays uncompressed, with numpy.savez)")
+            with archive.open(info) as fp:
+                shape, dtype, header = _npy_header(fp, f"{path}: member {name!r}")
+            _check_npy(str(path), name[:-4], shape, dtype, info.file_size - header)
+
+
 def read_npz(path) -> dict:
     """All arrays of an ``.npz`` archive, loaded with ``allow_pickle=False``.
 
-    Raises a ValueError naming the file when it is missing, not an ``.npz`` archive, or holds
-    pickled object arrays (which are refused).
+    The archive is inspected before anything is decompressed: its directory (declared sizes)
+    and each member's ``.npy`` header (shape and dtype).
+
+    Raises
+    ------
+    ValueError
+        Naming the file (and the member or key) when it is missing, not an ``.npz`` archive,
+        holds pickled object arrays, complex or other non-numeric arrays, or a member whose
+        header disagrees with its size.
+    ResourceLimitError
+        When the arrays would not fit in the memory budget, or a member expands more than
+        200-fold to over 64 MiB (a likely zip bomb); refused without decompressing it.
     """
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"{path}: file not found")
     with open(path, "rb") as fh:
-        if fh.read(4) != b"PK\x03\x04":
-            raise ValueError(f"{path} is not a valid .npz archive")
+        magic = fh.read(6)
+    if magic == b"\x93NUMPY":
+        raise ValueError(f"{path} is a single .npy array, not an .npz archive (save with numpy.savez)")
+    if magic[:4] != b"PK\x03\x04":
+        raise ValueError(f"{path} is not a valid .npz archive")
     try:
-        with np.load(path, allow_pickle=False) as archive:
+        _inspect_npz(path)
+        with allocation_guard(f"{path}: its arrays"), np.load(path, allow_pickle=False) as archive:
             return {k: archive[k] for k in archive.files}
-    except zipfile.BadZipFile:
-        raise ValueError(f"{path} is not a valid .npz archive") from None
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, NotImplementedError) as exc:
+        raise ValueError(f"{path} is not a valid .npz archive ({exc})") from None
     except ValueError as exc:
+        if isinstance(exc, ResourceLimitError) or str(exc).startswith(str(path)):
+            raise
         if "pickle" in str(exc).lower():
             raise ValueError(f"{path} holds pickled object arrays, which are refused "
                              "(store plain numeric arrays)") from None
         raise ValueError(f"{path} could not be read: {exc}") from None
+    except OSError as exc:
+        raise ValueError(f"{path} could not be read: {exc}") from None
+
+
+def read_npy(path) -> np.ndarray:
+    """The array of a ``.npy`` file, loaded with ``allow_pickle=False`` after checking its header.
+
+    Raises
+    ------
+    ValueError
+        Naming the file when it is missing, not a ``.npy`` file, holds pickled, complex or
+        non-numeric data, or its header disagrees with the file's size.
+    ResourceLimitError
+        When the array would not fit in the memory budget.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: file not found")
+    try:
+        with open(path, "rb") as fh:
+            shape, dtype, header = _npy_header(fh, str(path))
+            size = os.fstat(fh.fileno()).st_size
+        nbytes = _check_npy(str(path), path.stem, shape, dtype, size - header)
+        check_memory(nbytes, f"{path}: an array of shape {shape} and dtype {dtype}")
+        with allocation_guard(f"{path}: an array of shape {shape}"):
+            return np.load(path, allow_pickle=False)
     except OSError as exc:
         raise ValueError(f"{path} could not be read: {exc}") from None
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import graphs as graphs_mod
-from .._validation import as_float_array
-from ..graph import Graph
+from .._validation import allocation_guard, as_float_array, check_memory
+from ..graph import Graph, graph_nbytes
 from ..penalties import Penalty
 
 __all__ = ["check_points", "check_norm_penalty", "Standardization", "standardization",
@@ -110,15 +110,24 @@ def clustering_graph(points, graph=None, *, k: int = 10, weights: str = "gaussia
             raise ValueError(f"k must be an integer >= 1 (neighbours per point), got {k!r}")
         return graphs_mod.knn(points, int(k), weights=weights, phi=phi)
     if isinstance(graph, str) and graph == "complete":
+        d = points.shape[1]
+        m = n * (n - 1) // 2
+        what = f"clustering graph 'complete' on {n} points of dimension {d} ({m} edges)"
+        if weights == "gaussian":
+            # the unit-weight graph and the weighted copy made from it, plus per edge the two
+            # gathered end points, their difference and a few weight vectors
+            check_memory(2 * graph_nbytes(n, m) + 24.0 * m * d + 32.0 * m, what)
         base = graphs_mod.complete(n)
         if weights == "uniform" or base.n_edges == 0:
             return base
-        diff = points[base.edges[:, 0]] - points[base.edges[:, 1]]
-        sq = np.einsum("ed,ed->e", diff, diff)
-        if phi is None:
-            positive = sq[sq > 0]
-            phi = 1.0 / float(np.median(positive)) if positive.size else 1.0
-        w = np.exp(-float(phi) * sq)
+        with allocation_guard(what):
+            diff = points[base.edges[:, 0]] - points[base.edges[:, 1]]
+            sq = np.einsum("ed,ed->e", diff, diff)
+            del diff
+            if phi is None:
+                positive = sq[sq > 0]
+                phi = 1.0 / float(np.median(positive)) if positive.size else 1.0
+            w = np.exp(-float(phi) * sq)
         if (w <= 0).any():
             raise ValueError(f"phi = {phi:g} makes some Gaussian weights underflow to 0; use a smaller phi "
                              "or standardize the points")

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import as_float_array, check_nonnegative_scalar, check_positive_int
+from .._validation import (allocation_guard, as_float_array, check_memory, check_nonnegative_scalar,
+                           check_positive_int)
 
 __all__ = ["ClassificationData", "ellipses", "ellipse_labels", "ellipse_agents", "agent_regions",
            "split_agents", "breast_cancer", "ELLIPSE_BOX", "ELLIPSE_CENTERS", "ELLIPSE_RADII",
@@ -43,9 +44,15 @@ def _rng(seed) -> np.random.Generator:
 def ellipse_labels(X) -> np.ndarray:
     """``+1`` inside either ellipse ``(x - c_i)^T A (x - c_i) <= r_i``, else ``-1``."""
     X = as_float_array(X, "X", ndim=2, shape=(None, 2))
-    diff = X[:, None, :] - ELLIPSE_CENTERS[None, :, :]
-    q = np.einsum("nid,de,nie->ni", diff, ELLIPSE_A, diff)
-    return np.where((q <= ELLIPSE_RADII[None, :]).any(axis=1), 1.0, -1.0)
+    with allocation_guard(f"rkhs.data.ellipse_labels: labels of {X.shape[0]} samples"):
+        diff = X[:, None, :] - ELLIPSE_CENTERS[None, :, :]
+        q = np.einsum("nid,de,nie->ni", diff, ELLIPSE_A, diff)
+        return np.where((q <= ELLIPSE_RADII[None, :]).any(axis=1), 1.0, -1.0)
+
+
+#: Peak bytes per sample of the ellipse generators: positions, noise, the labels'
+#: (n, 2, 2) differences and the per-agent boxes (about 20 float64 per sample).
+_SAMPLE_BYTES = 160
 
 
 def _uniform(rng, n, box) -> np.ndarray:
@@ -58,10 +65,12 @@ def ellipses(n: int, *, noise: float = 0.2, box=ELLIPSE_BOX, seed=None) -> Class
     Gaussian noise of standard deviation ``noise`` added to the positions (after labelling)."""
     n = check_positive_int(n, "n")
     noise = check_nonnegative_scalar(noise, "noise")
+    check_memory(_SAMPLE_BYTES * float(n), f"rkhs.data.ellipses(n={n}): {n} samples")
     rng = _rng(seed)
-    X = _uniform(rng, n, box)
-    y = ellipse_labels(X)
-    return ClassificationData(X + noise * rng.normal(size=X.shape), y)
+    with allocation_guard(f"rkhs.data.ellipses(n={n})"):
+        X = _uniform(rng, n, box)
+        y = ellipse_labels(X)
+        return ClassificationData(X + noise * rng.normal(size=X.shape), y)
 
 
 def agent_regions(box=ELLIPSE_BOX, layout=(3, 3), overlap: float = 0.25) -> np.ndarray:
@@ -72,6 +81,8 @@ def agent_regions(box=ELLIPSE_BOX, layout=(3, 3), overlap: float = 0.25) -> np.n
     if layout.shape != (box.shape[0],) or (layout < 1).any():
         raise ValueError(f"layout must have one positive count per dimension ({box.shape[0]}), got {layout.tolist()}")
     overlap = check_nonnegative_scalar(overlap, "overlap")
+    cells = float(np.prod(layout.astype(float)))
+    check_memory(8.0 * 8 * cells * box.shape[0], f"rkhs.data.agent_regions(layout={layout.tolist()}): {cells:.0f} agents")
     size = (box[:, 1] - box[:, 0]) / layout
     idx = np.stack(np.meshgrid(*[np.arange(k) for k in layout], indexing="ij"), -1).reshape(-1, box.shape[0])
     lo = box[:, 0] + idx * size - overlap * size
@@ -90,20 +101,22 @@ def ellipse_agents(n_total: int, *, n_agents_layout=(3, 3), overlap: float = 0.2
         With ``agent`` giving each sample's owner (0 .. n_agents - 1).
     """
     n_total = check_positive_int(n_total, "n_total")
+    check_memory(_SAMPLE_BYTES * float(n_total), f"rkhs.data.ellipse_agents(n_total={n_total}): {n_total} samples")
     regions = agent_regions(box, n_agents_layout, overlap)
     k = regions.shape[0]
     if n_total < k:
         raise ValueError(f"n_total must be at least the number of agents ({k}), got {n_total}")
     rng = _rng(seed)
-    counts = np.full(k, n_total // k)
-    counts[: n_total - counts.sum()] += 1
-    agent = np.repeat(np.arange(k), counts)
-    lo = regions[agent, :, 0]
-    hi = regions[agent, :, 1]
-    X = lo + (hi - lo) * rng.uniform(size=lo.shape)
-    y = ellipse_labels(X)
-    X = X + noise * rng.normal(size=X.shape)
-    return ClassificationData(X, y, agent)
+    with allocation_guard(f"rkhs.data.ellipse_agents(n_total={n_total})"):
+        counts = np.full(k, n_total // k)
+        counts[: n_total - counts.sum()] += 1
+        agent = np.repeat(np.arange(k), counts)
+        lo = regions[agent, :, 0]
+        hi = regions[agent, :, 1]
+        X = lo + (hi - lo) * rng.uniform(size=lo.shape)
+        y = ellipse_labels(X)
+        X = X + noise * rng.normal(size=X.shape)
+        return ClassificationData(X, y, agent)
 
 
 def split_agents(n: int, n_agents: int, *, seed=None) -> np.ndarray:
@@ -112,8 +125,10 @@ def split_agents(n: int, n_agents: int, *, seed=None) -> np.ndarray:
     n_agents = check_positive_int(n_agents, "n_agents")
     if n_agents > n:
         raise ValueError(f"n_agents ({n_agents}) must not exceed the number of samples ({n})")
+    check_memory(24.0 * n, f"rkhs.data.split_agents(n={n}): an assignment of {n} samples")
     rng = _rng(seed)
-    return rng.permutation(np.arange(n) % n_agents)
+    with allocation_guard(f"rkhs.data.split_agents(n={n})"):
+        return rng.permutation(np.arange(n) % n_agents)
 
 
 def breast_cancer(*, seed=None, test_fraction: float = 0.3):

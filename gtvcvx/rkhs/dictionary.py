@@ -12,7 +12,7 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 
-from .._validation import as_float_array
+from .._validation import allocation_guard, as_float_array, check_memory
 
 __all__ = ["Dictionary", "gaussian_kernel", "DEFAULT_THRESHOLD"]
 
@@ -39,7 +39,12 @@ def gaussian_kernel(X, centers, widths) -> np.ndarray:
     X = as_float_array(X, "X", ndim=2)
     centers = as_float_array(centers, "centers", ndim=2, shape=(None, X.shape[1]))
     widths = np.broadcast_to(as_float_array(widths, "widths"), (centers.shape[0],))
-    return np.exp(-_sq_dist(X, centers) / (2.0 * widths**2))
+    n, m = X.shape[0], centers.shape[0]
+    # X @ S.T, the broadcast sum and the scaled copy: three dense (N, M) float64 arrays
+    what = f"rkhs.gaussian_kernel: a dense kernel matrix of {n} samples x {m} atoms"
+    check_memory(24.0 * n * m, what)
+    with allocation_guard(what):
+        return np.exp(-_sq_dist(X, centers) / (2.0 * widths**2))
 
 
 def _sq_dist(X: np.ndarray, S: np.ndarray) -> np.ndarray:
@@ -77,6 +82,20 @@ def _as_weights(weights, m: int) -> np.ndarray:
     if not (w > 0).all():
         raise ValueError("weights (quadrature weights Delta_j) must be > 0")
     return w
+
+
+def _check_atoms(n_points: int, d: int, widths, what: str) -> None:
+    """Refuse a multiresolution dictionary (points x widths atoms) over the memory budget."""
+    n_widths = np.size(widths) if np.ndim(widths) else 1
+    atoms = float(n_points) * float(n_widths)
+    # the points, the tiled centers and the constructor's copy, plus widths and weights
+    check_memory(8.0 * (n_points * d + 2.0 * atoms * d + 4.0 * atoms),
+                 f"{what}: a dictionary of {atoms:.0f} atoms in dimension {d}")
+
+
+#: Bytes per stored nonzero of a CSR kernel matrix (float64 value, int32/int64 column index),
+#: counted twice: the row blocks and their stacked copy coexist.
+_NNZ_BYTES = 2 * (8 + 8)
 
 
 class Dictionary:
@@ -164,6 +183,7 @@ class Dictionary:
         n_total = int(np.prod(ppd.astype(float)))
         if n_total > 10_000_000:
             raise ValueError(f"points_per_dim gives {n_total} grid points; use Dictionary.sobol in high dimension")
+        _check_atoms(n_total, d, widths, f"Dictionary.grid(points_per_dim={points_per_dim!r})")
         h = (b[:, 1] - b[:, 0]) / ppd
         axes = [b[i, 0] + (np.arange(ppd[i]) + 0.5) * h[i] for i in range(d)]
         pts = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, d)
@@ -183,6 +203,8 @@ class Dictionary:
         b = _as_bounds(bounds)
         if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
             raise ValueError(f"n must be a positive integer, got {n!r}")
+        # random_base2 draws the next power of two >= n points (at most 2 n)
+        _check_atoms(2 * n, b.shape[0], widths, f"Dictionary.sobol(n={n})")
         sampler = qmc.Sobol(d=b.shape[0], scramble=True, seed=seed)
         m = int(np.ceil(np.log2(n)))
         pts = sampler.random_base2(m)[:n]  # balanced prefix of a power-of-two sequence
@@ -201,6 +223,7 @@ class Dictionary:
         if X.shape[0] == 0:
             raise ValueError("X must hold at least one point")
         weight = 1.0 / X.shape[0] if weights is None else weights
+        _check_atoms(X.shape[0], X.shape[1], widths, f"Dictionary.from_samples (X of shape {X.shape})")
         return cls._multiresolution(X, widths, weight, threshold)
 
     @classmethod
@@ -252,18 +275,28 @@ class Dictionary:
         inv = 1.0 / (2.0 * self.widths**2)
         cut = np.inf if self.threshold == 0 else np.log(1.0 / self.threshold)
         rows = max(1, _BLOCK_ELEMENTS // max(m, 1))
+        what = f"Dictionary.kernel_matrix: the kernel matrix of {n} samples x {m} atoms"
+        # one dense block (three float64 arrays of rows x m) and, without sparsification,
+        # every entry stored; with a threshold the nonzeros are counted block by block
+        dense_nnz = float(n) * m if self.threshold == 0 else 0.0
+        check_memory(24.0 * min(rows, n) * m + _NNZ_BYTES * dense_nnz, what)
         blocks = []
-        for start in range(0, n, rows):  # loop over row blocks, not samples
-            E = _sq_dist(X[start:start + rows], self.centers)
-            E *= inv
-            if np.isfinite(cut):
-                E[E > cut] = np.inf
-            np.exp(-E, out=E)
-            blocks.append(sp.csr_matrix(E))
-        if not blocks:
-            return sp.csr_matrix((0, m))
-        K = sp.vstack(blocks, format="csr")
-        K.sort_indices()
+        nnz = 0
+        with allocation_guard(what):
+            for start in range(0, n, rows):  # loop over row blocks, not samples
+                E = _sq_dist(X[start:start + rows], self.centers)
+                E *= inv
+                if np.isfinite(cut):
+                    E[E > cut] = np.inf
+                np.exp(-E, out=E)
+                blocks.append(sp.csr_matrix(E))
+                nnz += blocks[-1].nnz
+                check_memory(24.0 * min(rows, n) * m + _NNZ_BYTES * nnz,
+                             f"{what} (at least {nnz} entries above the threshold)")
+            if not blocks:
+                return sp.csr_matrix((0, m))
+            K = sp.vstack(blocks, format="csr")
+            K.sort_indices()
         return K
 
     def evaluate(self, X, alpha, *, name: str = "X") -> np.ndarray:
