@@ -10,6 +10,7 @@ from __future__ import annotations
 import numbers
 import os
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 
@@ -23,6 +24,7 @@ __all__ = [
     "memory_budget",
     "check_memory",
     "allocation_guard",
+    "contained_path",
 ]
 
 #: Refuse to allocate arrays with more elements than this (guards huge declared sizes).
@@ -90,6 +92,41 @@ def allocation_guard(what: str):
         raise ResourceLimitError(
             f"{what}: out of memory while allocating (the machine has less free memory than the budget "
             f"of {memory_budget() / 2 ** 30:.3g} GiB; lower GTVCVX_MAX_MEMORY or reduce the input)") from None
+
+
+def contained_path(value, root, name: str) -> Path:
+    """``value``, a path relative to the directory ``root``, resolved and kept inside ``root``.
+
+    For file names read from untrusted input (e.g. a spec's ``file = "edges.csv"``): refuses
+    absolute paths, ``..`` components and symbolic links that lead outside ``root``, so a
+    spec cannot make the program read (and quote) files elsewhere on the machine.
+
+    Parameters
+    ----------
+    value : str or Path
+        The path as written in the input.
+    root : str or Path
+        The directory it is relative to (e.g. the spec's directory).
+    name : str
+        The key it came from, for the message (e.g. ``"graph.file"``).
+
+    Returns
+    -------
+    Path
+        The resolved path (which may not exist; the caller checks that).
+    """
+    text = str(value)
+    path = Path(text)
+    if not text or path.is_absolute() or path.drive:
+        raise ValueError(f"{name} = {text!r}: expected a path relative to the directory {root}")
+    if ".." in path.parts:
+        raise ValueError(f"{name} = {text!r}: expected a path inside the directory {root}, without '..'")
+    base = Path(root).resolve()
+    full = (base / path).resolve()
+    if not full.is_relative_to(base):
+        raise ValueError(f"{name} = {text!r}: a symbolic link leads outside the directory {root}; "
+                         "expected a file inside it")
+    return full
 
 
 def _describe(x) -> str:

@@ -40,6 +40,8 @@ _NPZ_KINDS = "biufUS"
 #: refused as a likely zip bomb (numeric data compress a few times at most; plain zeros ~1000x).
 _BOMB_RATIO = 200
 _BOMB_FLOOR = 64 * 2 ** 20
+#: Most members an ``.npz`` archive may list (the data files need six at most).
+_MAX_MEMBERS = 1000
 
 _SCALARS = ("primal", "dual", "gap", "rel_gap", "value", "setup_time", "solve_time")
 
@@ -119,14 +121,22 @@ def _check_npy(where: str, key: str, shape, dtype, data_bytes: int) -> int:
     return nbytes
 
 
-def _inspect_npz(path: Path) -> None:
-    """Check an ``.npz`` archive from its directory and each member's ``.npy`` header only.
+def _inspect_npz(path: Path, fh) -> None:
+    """Check an ``.npz`` archive (open as ``fh``) from its directory and member headers only.
 
-    Refuses (before anything is decompressed beyond the headers): members that are not
-    ``.npy`` arrays, declared sizes over the memory budget, likely zip bombs, headers whose
-    shape disagrees with the member's size, and dtypes :func:`read_npz` does not return.
+    Refuses (before anything is decompressed beyond the headers): more than
+    ``_MAX_MEMBERS`` members, members that are not ``.npy`` arrays, declared sizes over the
+    memory budget, likely zip bombs, headers whose shape disagrees with the member's size,
+    and dtypes :func:`read_npz` does not return.
     """
-    with zipfile.ZipFile(path) as archive:
+    end_record = getattr(zipfile, "_EndRecData", None)  # the directory's entry count, unparsed
+    if end_record is not None:
+        record = end_record(fh)
+        if record and record[zipfile._ECD_ENTRIES_TOTAL] > _MAX_MEMBERS:
+            raise ResourceLimitError(f"{path}: the archive lists {record[zipfile._ECD_ENTRIES_TOTAL]} members; "
+                                     f"expected at most {_MAX_MEMBERS} arrays")
+        fh.seek(0)
+    with zipfile.ZipFile(fh) as archive:
         infos = archive.infolist()
         for info in infos:
             if not info.filename.endswith(".npy"):
@@ -175,9 +185,11 @@ def read_npz(path) -> dict:
     if magic[:4] != b"PK\x03\x04":
         raise ValueError(f"{path} is not a valid .npz archive")
     try:
-        _inspect_npz(path)
-        with allocation_guard(f"{path}: its arrays"), np.load(path, allow_pickle=False) as archive:
-            return {k: archive[k] for k in archive.files}
+        with open(path, "rb") as fh:  # one open file: what is inspected is what is loaded
+            _inspect_npz(path, fh)
+            fh.seek(0)
+            with allocation_guard(f"{path}: its arrays"), np.load(fh, allow_pickle=False) as archive:
+                return {k: archive[k] for k in archive.files}
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, NotImplementedError) as exc:
         raise ValueError(f"{path} is not a valid .npz archive ({exc})") from None
     except ValueError as exc:

@@ -354,3 +354,35 @@ def test_atomic_savefig_gets_the_usual_file_mode(tmp_path):
     finally:
         plt.close(fig)
     assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~_read_umask()
+
+
+# ----------------------------------------------------------------------------- paths from untrusted input
+def test_contained_path_refuses_escapes(tmp_path):
+    from gtvcvx._validation import contained_path
+
+    root = tmp_path / "specs"
+    (root / "sub").mkdir(parents=True)
+    (root / "sub" / "edges.csv").write_text("0,1\n")
+    (tmp_path / "secret").write_text(SECRET)
+    (root / "link.csv").symlink_to(tmp_path / "secret")
+    (root / "inner.csv").symlink_to(root / "sub" / "edges.csv")
+    assert contained_path("sub/edges.csv", root, "graph.file") == (root / "sub" / "edges.csv").resolve()
+    assert contained_path("inner.csv", root, "graph.file") == (root / "sub" / "edges.csv").resolve()
+    for value, message in [(str(tmp_path / "secret"), r"graph.file = .*: expected a path relative to"),
+                           ("../secret", r"expected a path inside the directory .*, without '\.\.'"),
+                           ("sub/../../secret", r"without '\.\.'"),
+                           ("link.csv", r"graph.file = 'link.csv': a symbolic link leads outside the directory"),
+                           ("", r"expected a path relative to")]:
+        with pytest.raises(ValueError, match=message) as info:
+            contained_path(value, root, "graph.file")
+        assert "SECRETMARKER" not in str(info.value)
+
+
+def test_npz_with_too_many_members_is_refused_from_the_directory(tmp_path):
+    path = tmp_path / "many.npz"
+    small = npy_bytes((1,), payload=bytes(8))
+    with zipfile.ZipFile(path, "w") as archive:
+        for k in range(1001):
+            archive.writestr(f"a{k}.npy", small)
+    with pytest.raises(ResourceLimitError, match=r"many.npz: the archive lists 1001 members; expected at most 1000"):
+        read_npz(path)
