@@ -45,10 +45,11 @@ def two_product(a, b):
     Exact unless an operand exceeds ``2**996`` in magnitude or the product underflows; those
     entries get ``e = 0`` (the plain product), which callers' data never reach in practice.
     """
-    p = a * b
-    a1, a2 = _split(a)
-    b1, b2 = _split(b)
-    e = a2 * b2 - (((p - a1 * b1) - a2 * b1) - a1 * b2)
+    with np.errstate(over="ignore", invalid="ignore"):  # huge operands: masked below
+        p = a * b
+        a1, a2 = _split(a)
+        b1, b2 = _split(b)
+        e = a2 * b2 - (((p - a1 * b1) - a2 * b1) - a1 * b2)
     bad = ~np.isfinite(e) | (np.abs(a) > _SPLIT_LIMIT) | (np.abs(b) > _SPLIT_LIMIT)
     if bad.any():
         e = np.where(bad, 0.0, e)

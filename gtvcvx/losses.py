@@ -275,6 +275,10 @@ class _DesignLoss(Loss):
         total = int(self.counts.sum())
         if total * self.d > MAX_ELEMENTS:
             raise ValueError(f"{total} samples x d = {self.d} is too large")
+        # the stacked data, the per-node SVD factors and the certificate's equilibrated copy
+        r = int(min(self.counts.max(initial=0), self.d))
+        check_memory(8.0 * (2 * total * self.d + 2 * self.n * self.d * r),
+                     f"{type(self).__name__}: {total} samples of dimension {self.d} on {self.n} nodes")
         self.X_all = np.concatenate([x.reshape(-1, self.d) for x in Xs]) if total else np.zeros((0, self.d))
         self.y_all = np.concatenate(ys) if total else np.zeros(0)
         self.node_of_sample = np.repeat(np.arange(self.n), self.counts)

@@ -220,19 +220,19 @@ class ResidualAllowance:
         roots = np.unique(self.component, return_index=True)[1]
         self.dist_unit = np.asarray(dijkstra(graph, directed=False, indices=roots, min_only=True))
         self.segment = csr_matrix((np.ones(n), (self.component, np.arange(n))), shape=(self.n_components, n))
-        self._lambda = {}
+        self._eigen = {}
         self.last_exact = True
 
-    def _smallest_nonzero_eig(self, comps: np.ndarray) -> np.ndarray:
-        """``lambda_C`` of ``sum_{i in C} B_i B_i^T`` for the components ``comps`` (0: no data)."""
-        todo = [int(c) for c in comps if int(c) not in self._lambda]
-        if todo:
+    def _eig(self, comps: np.ndarray):
+        """Eigenvalues (k, d), eigenvectors (k, d, d) of ``G_C = sum_{i in C} B_i B_i^T`` and the
+        component sizes (k,), for the components ``comps`` (computed once per component)."""
+        todo = np.setdiff1d(comps, np.fromiter(self._eigen, dtype=np.int64, count=len(self._eigen)))
+        if todo.size:
             d = self.problem.d
             domain = self.problem.loss.linear_domain()
-            want = np.isin(self.component, todo)
-            nodes = np.flatnonzero(want)
-            local = np.searchsorted(np.asarray(todo), self.component[nodes])
-            gram = np.zeros((len(todo), d, d))
+            nodes = np.flatnonzero(np.isin(self.component, todo))
+            local = np.searchsorted(todo, self.component[nodes])
+            gram = np.zeros((todo.size, d, d))
             if domain is None:
                 np.add.at(gram, local, np.eye(d))
             else:
@@ -240,15 +240,15 @@ class ResidualAllowance:
                 for start in range(0, nodes.size, chunk):  # bounded memory, not a per-node loop
                     B = domain.basis[nodes[start:start + chunk]]
                     np.add.at(gram, local[start:start + chunk], np.matmul(B, np.swapaxes(B, 1, 2)))
-            eig = np.linalg.eigvalsh(gram)
-            top = eig[:, -1:]
-            cut = np.maximum(top * d * 64 * np.finfo(float).eps, np.finfo(float).tiny)
-            nonzero = np.where(eig > cut, eig, np.inf).min(axis=1)
-            for c, lam in zip(todo, nonzero):
-                self._lambda[c] = 0.0 if not np.isfinite(lam) else float(lam)
-        return np.array([self._lambda[int(c)] for c in comps])
+            vals, vecs = np.linalg.eigh(gram)
+            counts = np.bincount(local, minlength=todo.size)
+            self._eigen.update({int(c): (vals[k], vecs[k], int(counts[k])) for k, c in enumerate(todo)})
+        parts = [self._eigen[int(c)] for c in comps]
+        return (np.stack([p[0] for p in parts]), np.stack([p[1] for p in parts]),
+                np.array([p[2] for p in parts]))
 
-    def __call__(self, W: np.ndarray, residual: np.ndarray, primal: float, node_scale: np.ndarray) -> float:
+    def __call__(self, W: np.ndarray, V: np.ndarray, residual: np.ndarray, primal: float,
+                 node_scale: np.ndarray) -> float:
         """The allowance ``A`` for the node residuals ``residual`` (n, d) at ``P(W) = primal``.
 
         ``node_scale`` (n,) is the problem's flow scale at each node; where the loss bounds no
@@ -267,14 +267,26 @@ class ResidualAllowance:
         comps = np.flatnonzero(sum_norm > 0)
         if comps.size == 0:
             return within
-        lam = self._smallest_nonzero_eig(comps)
         beta = self.problem.loss.range_bound(primal)
         domain = self.problem.loss.linear_domain()
         has_range = np.ones(self.problem.n, dtype=bool) if domain is None else domain.rank > 0
         reach = np.where(has_range, beta + delta, 0.0)
         with np.errstate(invalid="ignore"):
-            sq = np.asarray(self.segment @ (reach * reach)).ravel()[comps]
-            radius = np.where(lam > 0, np.sqrt(sq / np.where(lam > 0, lam, 1.0)), 0.0)
+            reach_sq = np.asarray(self.segment @ (reach * reach)).ravel()
+        # rounding level of sum_C e: the sizes of the two divergences that define it
+        vnorm = np.sqrt(np.einsum("nd,nd->n", V, V)) + enorm
+        level = 64.0 * self.problem.d * np.finfo(float).eps * np.asarray(self.segment @ vnorm).ravel()
+        vals, vecs, sizes = self._eig(comps)
+        coef = np.einsum("kdj,kd->kj", vecs, sums[comps])  # sum_C e in the eigenbasis of G_C
+        cut = 64.0 * self.problem.d * np.finfo(float).eps * np.maximum(sizes, 1) * np.maximum(vals[:, -1], 1.0)
+        null = vals <= cut[:, None]
+        # sum_C e lies in range(G_C) exactly; along numerically null directions only rounding
+        if (np.abs(np.where(null, coef, 0.0)) > level[comps][:, None]).any():
+            return np.inf
+        # |<w*_a, sum e>| <= sqrt(w^T G w) sqrt(coef^T G^+ coef) (Cauchy-Schwarz in G's metric)
+        quad = np.where(null, 0.0, coef ** 2 / np.where(null, 1.0, vals)).sum(axis=1)
+        with np.errstate(invalid="ignore"):
+            radius = np.where(quad > 0, np.sqrt(reach_sq[comps] * quad), 0.0) / sum_norm[comps]
         if not np.isfinite(radius).all():
             # the loss bounds no optimum (logistic): accept only a residual at the level float64
             # leaves, relative to the problem's flow scale, and use twice the candidate's scale
@@ -428,7 +440,7 @@ def certify_pair(problem: GTVProblem, W, U, *, projector: FlowProjector | None =
         # (no capacities, e.g. a squared penalty: the flow's own scale, whose conjugate cost
         # grows quadratically, so a huge flow cannot buy a loose residual)
         node_scale = np.where(np.isfinite(projector.node_bound), projector.node_bound, flow.scale)
-        bound = projector.allowance(W, node_residual, primal, node_scale)
+        bound = projector.allowance(W, V, node_residual, primal, node_scale)
     else:
         bound = 0.0
     # floating-point rounding of the sums reported (primal, terms): a first-order bound
