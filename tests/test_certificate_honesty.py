@@ -172,21 +172,23 @@ def hostile_problems(draw):
 
 @given(hostile_problems(), st.integers(1, 400))
 def test_certified_dual_never_exceeds_an_exact_primal(case, max_iter):
-    """Weak duality, exactly: every certificate (fast core at any iteration count, caller-supplied
-    W and U, garbage) gives a dual bound below the exact objective of every known point."""
+    """Weak duality, exactly: every certificate (fast core at any iteration count, from a garbage
+    warm start, caller-supplied W and U, garbage) gives a dual bound below the exact objective
+    of every known point."""
     problem, seed = case
     rng = np.random.default_rng(seed + 1)
     n, d = problem.n, problem.d
     fast = g.solve(problem, tol=1e-8, max_iter=max_iter)
     W_garbage = rng.normal(size=(n, d)) * 10.0 ** rng.uniform(-8, 8)
     U_garbage = rng.normal(size=(problem.n_edges, d)) * 10.0 ** rng.uniform(-3, 12)
-    points = [fast.W, W_garbage, np.zeros((n, d))]
+    warm = g.solve(problem, tol=1e-8, max_iter=max_iter, warm_start={"W": W_garbage, "U": U_garbage})
+    points = [fast.W, W_garbage, np.zeros((n, d)), warm.W]
     ref = solve_primal(problem, "CLARABEL")
     if ref.W is not None and np.isfinite(ref.W).all():
         points.append(ref.W)
     exact = [exact_objective(problem, W) for W in points]
     assume(all(v.is_finite() for v in exact))
-    certs = [("fast", fast)]
+    certs = [("fast", fast), ("fast from a garbage warm start", warm)]
     for k, W in enumerate(points):
         certs.append((f"certify(point {k})", certify(problem, W)))
         certs.append((f"certify(point {k}, garbage U)", certify(problem, W, U_garbage)))
