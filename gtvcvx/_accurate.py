@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["two_sum", "two_product", "residuals_dot2", "rowwise_dot2"]
+__all__ = ["two_sum", "two_product", "residuals_dot2", "rowwise_dot2", "gathered_residuals_dot2"]
 
 _SPLITTER = 134217729.0  # 2**27 + 1 (Dekker's split of a 53-bit significand)
 _SPLIT_LIMIT = 2.0 ** 996  # beyond this the splitter overflows
@@ -67,14 +67,12 @@ def rowwise_dot2(A, B) -> np.ndarray:
     -------
     ndarray (M,)
     """
-    return residuals_dot2(np.zeros(A.shape[0]), A, B, sign=1.0)
+    A = np.asarray(A, dtype=np.float64)
+    return gathered_residuals_dot2(np.zeros(A.shape[0]), A, B, np.arange(A.shape[0]), sign=1.0)
 
 
 def residuals_dot2(y, A, B, *, sign: float = -1.0) -> np.ndarray:
     """``y_k + sign * <A[k], B[k]>`` for every row ``k``, in doubled precision (Dot2).
-
-    With ``sign = -1`` this is the residual ``y - X w`` of every sample, accurate even when
-    ``y`` and ``X w`` agree to many digits.
 
     Parameters
     ----------
@@ -88,15 +86,59 @@ def residuals_dot2(y, A, B, *, sign: float = -1.0) -> np.ndarray:
     ndarray (M,)
     """
     A = np.asarray(A, dtype=np.float64)
-    B = np.asarray(B, dtype=np.float64)
-    total = np.array(y, dtype=np.float64, copy=True)
-    if A.shape[0] == 0:
-        return total
-    P, E = two_product(A, B)
-    if sign < 0:
-        P, E = -P, -E
-    carry = E.sum(axis=1)  # the product errors are O(eps) of the terms: a plain sum suffices
-    for j in range(A.shape[1]):  # loop over features only
-        total, err = two_sum(total, P[:, j])
-        carry += err
-    return total + carry
+    return gathered_residuals_dot2(y, A, B, np.arange(A.shape[0]), sign=sign)
+
+
+#: Rows per block: the temporaries of a block stay in cache.
+_BLOCK = 8192
+
+
+def gathered_residuals_dot2(y, X, W, rows, *, sign: float = -1.0) -> np.ndarray:
+    """``y_k + sign * <X[k], W[rows[k]]>`` for every sample ``k``, in doubled precision.
+
+    With ``sign = -1`` this is the residual ``y - X w`` of every sample (``rows`` maps a
+    sample to its node), accurate even when ``y`` and ``X w`` agree to many digits. ``W`` is
+    split once per row of ``W`` (nodes), the samples are processed in cache-sized blocks.
+
+    Parameters
+    ----------
+    y : ndarray (M,)
+    X : ndarray (M, d)
+    W : ndarray (n, d)
+    rows : ndarray (M,) of int
+    sign : float
+        ``+1`` or ``-1``.
+
+    Returns
+    -------
+    ndarray (M,)
+    """
+    X = np.asarray(X, dtype=np.float64)
+    W = np.asarray(W, dtype=np.float64) * (1.0 if sign > 0 else -1.0)
+    out = np.array(y, dtype=np.float64, copy=True)
+    M = X.shape[0]
+    if M == 0:
+        return out
+    huge = float(np.abs(X).max(initial=0.0)) > _SPLIT_LIMIT or float(np.abs(W).max(initial=0.0)) > _SPLIT_LIMIT
+    with np.errstate(over="ignore", invalid="ignore"):
+        W_hi, W_lo = _split(W)
+        for start in range(0, M, _BLOCK):  # blocks of samples, not a per-sample loop
+            stop = min(start + _BLOCK, M)
+            idx = rows[start:stop]
+            A = X[start:stop]
+            B = W[idx]
+            P = A * B
+            A_hi, A_lo = _split(A)
+            B_hi, B_lo = W_hi[idx], W_lo[idx]
+            E = A_lo * B_lo - (((P - A_hi * B_hi) - A_lo * B_hi) - A_hi * B_lo)
+            if huge:
+                E = np.where(np.isfinite(E) & (np.abs(A) <= _SPLIT_LIMIT) & (np.abs(B) <= _SPLIT_LIMIT), E, 0.0)
+            total = out[start:stop]
+            carry = E.sum(axis=1)
+            for j in range(X.shape[1]):  # loop over features only
+                s = total + P[:, j]
+                bb = s - total
+                carry += (total - (s - bb)) + (P[:, j] - bb)
+                total = s
+            out[start:stop] = total + carry
+    return out

@@ -35,7 +35,7 @@ from scipy.special import expit
 
 from dataclasses import dataclass
 
-from ._accurate import residuals_dot2
+from ._accurate import gathered_residuals_dot2
 from ._validation import MAX_ELEMENTS, as_float_array, as_index_array, check_memory, check_positive_int
 
 __all__ = ["Loss", "LinearDomain", "SquaredError", "Logistic", "SquaredDistance", "DOMAIN_RTOL"]
@@ -383,12 +383,27 @@ class _DesignLoss(Loss):
 
     # -- accurate evaluation from the raw data (certificates) ------------------------------
     def _sample_residuals(self, W) -> np.ndarray:
-        """``y_k - x_k^T w_{i(k)}`` for every sample, in doubled precision (no cancellation)."""
-        return residuals_dot2(self.y_all, self.X_all, W[self.node_of_sample])
+        """``y_k - x_k^T w_{i(k)}`` for every sample, in doubled precision (no cancellation).
+
+        The last result is kept (keyed by the bytes of ``W``): a certificate asks for values
+        and gradients at the same point.
+        """
+        return self._memo_samples("residuals", W, lambda: gathered_residuals_dot2(
+            self.y_all, self.X_all, W, self.node_of_sample))
 
     def _sample_margins(self, W) -> np.ndarray:
         """``x_k^T w_{i(k)}`` for every sample, in doubled precision."""
-        return residuals_dot2(np.zeros(self.y_all.size), self.X_all, W[self.node_of_sample], sign=1.0)
+        return self._memo_samples("margins", W, lambda: gathered_residuals_dot2(
+            np.zeros(self.y_all.size), self.X_all, W, self.node_of_sample, sign=1.0))
+
+    def _memo_samples(self, kind, W, compute):
+        memo = self.__dict__.get("_sample_memo")
+        if memo is not None and memo[0] == kind and memo[1].shape == W.shape and np.array_equal(memo[1], W):
+            return memo[2]
+        out = compute()
+        out.flags.writeable = False
+        self.__dict__["_sample_memo"] = (kind, W.copy(), out)
+        return out
 
     def _node_sums(self, per_sample) -> np.ndarray:
         """Sum per-sample values (M,) or rows (M, d) into their nodes."""
