@@ -329,14 +329,26 @@ class _DesignLoss(Loss):
 
     # -- factorization ------------------------------------------------------------------
     def _factor(self) -> None:
+        """Thin SVD per node, with the rank decided on the column-equilibrated data.
+
+        A relative cutoff ``s_max * max(m, d) * eps`` on the raw singular values would drop a
+        feature at 1e-6 next to one at 1e6 although the data determine it (the solver would
+        then solve another problem). The rank is therefore the number of singular values of
+        ``X_i C_i^{-1}`` (unit columns) above that cutoff: directions below it are within the
+        data's own rounding. Nodes whose kept raw singular values fall below the raw rounding
+        level, where LAPACK's divide-and-conquer SVD may lose relative accuracy, are factored
+        again by the Jacobi SVD ``dgejsv`` (high relative accuracy for column-graded matrices).
+        """
         n, d = self.n, self.d
         r = int(min(self.counts.max(initial=0), d))
+        eps = np.finfo(float).eps
         self.rank_width = r
         self.Q = np.zeros((n, d, r))
         self.s = np.zeros((n, r))
         self.b = np.zeros((n, r))  # P_i^T y_i on the range of X_i
         self.y_sq = np.zeros(n)
         offsets = np.concatenate([[0], np.cumsum(self.counts)])
+        graded = []
         for m in np.unique(self.counts[self.counts > 0]):  # setup only: one batched SVD per distinct m_i
             nodes = np.flatnonzero(self.counts == m)
             rows = offsets[nodes][:, None] + np.arange(m)[None, :]
@@ -344,14 +356,41 @@ class _DesignLoss(Loss):
             yg = self.y_all[rows]  # (g, m)
             P, sv, Vt = np.linalg.svd(Xg, full_matrices=False)
             k = sv.shape[1]
-            cutoff = sv[:, :1] * max(m, d) * np.finfo(float).eps
-            keep = sv > np.maximum(cutoff, np.finfo(float).tiny)
+            col = np.sqrt(np.einsum("gmd,gmd->gd", Xg, Xg))
+            s_eq = np.linalg.svd(Xg / np.where(col > 0, col, 1.0)[:, None, :], compute_uv=False)
+            rank = (s_eq > np.maximum(s_eq[:, :1] * max(m, d) * eps, np.finfo(float).tiny)).sum(axis=1)
+            keep = (np.arange(k)[None, :] < rank[:, None]) & (sv > np.finfo(float).tiny)
             self.s[nodes, :k] = np.where(keep, sv, 0.0)
             self.Q[nodes, :, :k] = np.swapaxes(Vt, 1, 2) * keep[:, None, :]
             self.b[nodes, :k] = np.einsum("gmk,gm->gk", P, yg) * keep
             self.y_sq[nodes] = np.einsum("gm,gm->g", yg, yg)
+            below = (keep & (sv <= sv[:, :1] * max(m, d) * eps)).any(axis=1)
+            graded.extend(int(i) for i in nodes[below])
+        for i in graded:  # setup only, and only for column-graded nodes
+            self._factor_jacobi(i, offsets)
         self.active = self.s > 0  # (n, r)
         self.rank = self.active.sum(axis=1)
+
+    def _factor_jacobi(self, i: int, offsets) -> None:
+        """Refactor node ``i`` with LAPACK's Jacobi SVD ``dgejsv`` (keeps its rank)."""
+        from scipy.linalg.lapack import dgejsv
+
+        Xi = self.X_all[offsets[i]:offsets[i + 1]]
+        yi = self.y_all[offsets[i]:offsets[i + 1]]
+        rank = int((self.s[i] > 0).sum())
+        tall = Xi.shape[0] >= Xi.shape[1]
+        sva, left, right, work, _, info = dgejsv(Xi if tall else Xi.T, joba=1, jobu=0, jobv=0, jobr=1, jobp=1)
+        if info != 0:
+            return  # keep the divide-and-conquer factors
+        sv = sva * (work[0] / work[1])
+        U, V = (left, right) if tall else (right, left)  # X = U diag(sv) V^T
+        k = min(rank, sv.size)
+        self.s[i] = 0.0
+        self.Q[i] = 0.0
+        self.b[i] = 0.0
+        self.s[i, :k] = sv[:k]
+        self.Q[i, :, :k] = V[:, :k]
+        self.b[i, :k] = U[:, :k].T @ yi
 
     @cached_property
     def _Qt(self) -> np.ndarray:

@@ -217,3 +217,29 @@ def test_assert_optimal_never_passes_a_bad_point(case):
     # it passed: then the true suboptimality must be within the tolerance it claimed
     allowed = rtol * (1 + abs(cert.primal) + abs(cert.dual))
     assert excess <= allowed, f"assert_optimal passed a point {excess:.3g} worse than a known one (allowed {allowed:.3g})"
+
+
+def test_features_at_1e6_and_1e_6_are_solved_not_truncated():
+    """Issue case 3, second half: features at 1e6 and 1e-6 (m large) made the solver's SVD drop
+    the small direction, so the fast core solved another problem and `gtvcvx check --reference
+    CLARABEL` passed on re-scored objectives. The rank is now decided on equilibrated columns
+    (graded nodes refactored by the Jacobi SVD), so the fast core solves the real problem."""
+    rng = np.random.default_rng(5)
+    n, m = 3, 2000
+    scales = np.array([1e6, 1e-6, 1.0])
+    X = [rng.normal(size=(m, 3)) * scales for _ in range(n)]
+    y = [Xi @ (np.array([1e-6, 1e6, 1.0]) * (1 + 0.1 * i)) + 0.01 * rng.normal(size=m) for i, Xi in enumerate(X)]
+    loss = g.SquaredError(X, y)
+    assert (loss.rank == 3).all()
+    for i in range(n):  # the factors reproduce every column to rounding
+        rebuilt = loss.X[i] @ loss.Q[i] @ loss.Q[i].T
+        assert np.allclose(rebuilt, loss.X[i], rtol=0, atol=1e-12 * np.abs(loss.X[i]).max(axis=0).max())
+        col_err = np.linalg.norm(rebuilt - loss.X[i], axis=0) / np.linalg.norm(loss.X[i], axis=0)
+        assert col_err.max() < 1e-10
+    problem = g.GTVProblem(g.graphs.chain(n), loss, g.Norm2(), lam=1e-3)
+    fast = g.solve(problem, tol=1e-7, max_iter=20_000)
+    ref = solve_primal(problem, "CLARABEL")
+    assert fast.status == "optimal"
+    exact = [exact_objective(problem, fast.W), exact_objective(problem, ref.W)]
+    check_dual_bound(fast, exact, what="graded features")
+    assert abs(float(exact[0] - exact[1])) <= 1e-6 * float(max(exact))
