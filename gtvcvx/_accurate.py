@@ -119,6 +119,14 @@ def gathered_residuals_dot2(y, X, W, rows, *, sign: float = -1.0) -> np.ndarray:
     M = X.shape[0]
     if M == 0:
         return out
+    # exact power-of-two scaling so that no operand exceeds the splitter's range and no
+    # product or partial sum overflows (the result is scaled back, and may be +-inf only if
+    # the true value is)
+    shift = _overflow_shift(X, W, out)
+    if shift:
+        X = np.ldexp(X, -shift[0])
+        W = np.ldexp(W, -shift[1])
+        out = np.ldexp(out, -(shift[0] + shift[1]))
     huge = float(np.abs(X).max(initial=0.0)) > _SPLIT_LIMIT or float(np.abs(W).max(initial=0.0)) > _SPLIT_LIMIT
     with np.errstate(over="ignore", invalid="ignore"):
         W_hi, W_lo = _split(W)
@@ -141,4 +149,24 @@ def gathered_residuals_dot2(y, X, W, rows, *, sign: float = -1.0) -> np.ndarray:
                 carry += (total - (s - bb)) + (P[:, j] - bb)
                 total = s
             out[start:stop] = total + carry
+    if shift:
+        with np.errstate(over="ignore"):
+            out = np.ldexp(out, shift[0] + shift[1])
     return out
+
+
+def _overflow_shift(X, W, y):
+    """Binary exponents ``(kx, kw)`` that keep ``X 2^-kx``, ``W 2^-kw`` within the splitter's
+    range and their row products and sums with ``y 2^-(kx+kw)`` finite; ``None`` if not needed."""
+    def log2max(a):
+        m = float(np.abs(a).max(initial=0.0))
+        return np.log2(m) if m > 0 else -np.inf
+
+    lx, lw, ly = log2max(X), log2max(W), log2max(y)
+    room = 1000.0 - np.log2(X.shape[1] + 2)
+    if max(lx, lw) <= 990 and lx + lw <= room and ly <= room:
+        return None
+    kx = max(0, int(np.ceil(lx - 990))) if np.isfinite(lx) else 0
+    kw = max(0, int(np.ceil(lw - 990))) if np.isfinite(lw) else 0
+    extra = max(0.0, (lx - kx) + (lw - kw) - room, ly - kx - kw - room)
+    return kx, kw + int(np.ceil(extra))
