@@ -31,7 +31,7 @@ import pandas as pd
 
 from ..io import atomic_write_text
 from .compare import SKIPPED, format_number, problem_size, run_comparison, select_solvers
-from .html import html_page, markdown_to_html
+from .html import html_page, markdown_to_html, sanitize_markdown
 
 __all__ = ["build_report", "run_experiment", "SpecReport", "FORMATS", "write_table", "markdown_table"]
 
@@ -522,8 +522,8 @@ def build_report(paths, out_dir, *, solvers=None, formats=FORMATS, progress=None
     plans = []
     for spec, path in zip(specs, spec_paths):
         kind = getattr(spec, "kind", "gtv")
-        rep = SpecReport(name=spec.name, slug=_slug(spec.name, used), path=Path(path).as_posix(), kind=kind,
-                         description=" ".join(str(getattr(spec, "description", "") or "").split()),
+        rep = SpecReport(name=sanitize_markdown(spec.name), slug=_slug(spec.name, used), path=Path(path).as_posix(), kind=kind,
+                         description=sanitize_markdown(" ".join(str(getattr(spec, "description", "") or "").split())),
                          seed=getattr(spec, "seed", None), sizes=_sizes(spec))
         reports.append(rep)
         plans.append(1 if kind == "experiment" else

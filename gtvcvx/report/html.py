@@ -2,8 +2,16 @@
 
 It understands the subset the reports use: ATX headings, paragraphs, pipe tables, bullet
 and numbered lists, fenced code, horizontal rules, and inline code, bold, italics, links and
-images. Images that exist on disk are embedded as ``data:image/png;base64`` URIs so that the
-page is self-contained; links to local files stay relative.
+images. Images are embedded as ``data:`` URIs so that the page is self-contained, but only
+files the report may show: inside the report's own directory after resolving symlinks, with an
+image suffix and matching magic bytes. Anything else (absolute paths, ``..``, symlinks leaving
+the directory, a credentials file named ``logo.png``) is rendered as its alt text.
+
+Input is untrusted (spec names and descriptions come from pull requests): all text is
+HTML-escaped (no raw HTML passes), and links keep only ``http``, ``https``, ``mailto`` and
+relative targets; ``javascript:``, ``data:``, ``vbscript:``, ``file:`` and any other scheme
+(also hidden by entities, case or control characters) become plain text.
+:func:`sanitize_markdown` applies the same rules to text written into Markdown files.
 """
 
 from __future__ import annotations
@@ -13,10 +21,13 @@ import html
 import re
 from pathlib import Path
 
-__all__ = ["markdown_to_html", "html_page", "embed_image"]
+__all__ = ["markdown_to_html", "html_page", "embed_image", "safe_href", "sanitize_markdown"]
 
-_MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif",
-         ".svg": "image/svg+xml"}
+_MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif"}
+_MAGIC = {".png": (b"\x89PNG\r\n\x1a\n",), ".jpg": (b"\xff\xd8\xff",), ".jpeg": (b"\xff\xd8\xff",),
+          ".gif": (b"GIF87a", b"GIF89a")}
+_SAFE_SCHEMES = ("http", "https", "mailto")
+_SCHEME = re.compile(r"^([a-z][a-z0-9+.\-]*):")
 
 _CSS = """
 body { font-family: -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif; margin: 2em auto;
@@ -34,13 +45,62 @@ img { max-width: 100%; }
 """
 
 
-def embed_image(path) -> str | None:
-    """``data:`` URI of an image file, or None when it does not exist."""
+def embed_image(path, root=None) -> str | None:
+    """``data:`` URI of an image file the report may show, or None.
+
+    ``path`` must resolve (symlinks followed) to a file inside ``root`` (default: its own
+    directory), have a PNG/JPEG/GIF suffix and start with that format's magic bytes.
+    """
     path = Path(path)
-    if not path.is_file():
+    try:
+        resolved = path.resolve(strict=True)
+        allowed = Path(root if root is not None else path.parent).resolve(strict=True)
+    except (OSError, RuntimeError):
         return None
-    mime = _MIME.get(path.suffix.lower(), "application/octet-stream")
-    return f"data:{mime};base64,{base64.b64encode(path.read_bytes()).decode('ascii')}"
+    suffix = resolved.suffix.lower()
+    if not resolved.is_file() or not resolved.is_relative_to(allowed) or suffix not in _MIME:
+        return None
+    data = resolved.read_bytes()
+    if not data.startswith(_MAGIC[suffix]):
+        return None
+    return f"data:{_MIME[suffix]};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+def safe_href(target: str) -> str | None:
+    """``target`` if it is an http(s)/mailto or relative link, else None (never a script)."""
+    decoded = html.unescape(html.unescape(target))
+    cleaned = re.sub(r"[\x00-\x20\x7f-\x9f]+", "", decoded).lower()
+    match = _SCHEME.match(cleaned)
+    if match:
+        return target if match.group(1) in _SAFE_SCHEMES else None
+    if ":" in cleaned.split("/", 1)[0] or cleaned.startswith("\\"):
+        return None  # something a browser might still read as a scheme
+    return target
+
+
+def sanitize_markdown(text: str) -> str:
+    """Untrusted text made inert for Markdown files: no raw HTML, no unsafe links, no images.
+
+    ``<``, ``>`` and ``&`` become entities; an image becomes its alt text; a link with an unsafe
+    target becomes its text.
+    """
+    text = html.escape(str(text), quote=False)
+
+    def inert(segment: str) -> str:  # brackets that could still form a link or image
+        return segment.replace("[", "\\[").replace("]", "\\]")
+
+    out, pos = [], 0
+    for m in _INLINE.finditer(text):
+        out.append(inert(text[pos:m.start()]))
+        if m.group("img"):
+            out.append(inert(m.group("alt")))
+        elif m.group("link"):
+            out.append(m.group(0) if safe_href(m.group("href")) else inert(m.group("text")))
+        else:
+            out.append(inert(m.group(0)))
+        pos = m.end()
+    out.append(inert(text[pos:]))
+    return "".join(out)
 
 
 _INLINE = re.compile(
@@ -61,10 +121,16 @@ def _inline(text: str, base: Path | None) -> str:
             out.append(f"<code>{html.escape(m.group('code')[1:-1], quote=False)}</code>")
         elif m.group("img"):
             src = m.group("src")
-            uri = embed_image(base / src) if base is not None and not re.match(r"^[a-z]+:", src) else None
-            out.append(f'<img alt="{html.escape(m.group("alt"))}" src="{html.escape(uri or src)}">')
+            local = base is not None and not _SCHEME.match(src.lower()) and not src.startswith(("/", "\\"))
+            uri = embed_image(base / src, root=base) if local else None
+            if uri:
+                out.append(f'<img alt="{html.escape(m.group("alt"))}" src="{uri}">')
+            else:  # never a reference to a file or host the report did not produce
+                out.append(f'<span class="missing-image">[image: {html.escape(m.group("alt"))}]</span>')
         elif m.group("link"):
-            out.append(f'<a href="{html.escape(m.group("href"))}">{_inline(m.group("text"), base)}</a>')
+            href = safe_href(m.group("href"))
+            text = _inline(m.group("text"), base)
+            out.append(f'<a href="{html.escape(href)}">{text}</a>' if href else text)
         elif m.group("bold"):
             out.append(f"<strong>{_inline(m.group('btext'), base)}</strong>")
         else:

@@ -1,0 +1,94 @@
+"""Untrusted specs cannot make a report leak local files or carry scripts."""
+
+import base64
+import os
+from pathlib import Path
+
+import pytest
+
+from gtvcvx.cli import main
+from gtvcvx.report.html import embed_image, markdown_to_html, safe_href, sanitize_markdown
+
+SECRET = "aws_secret_access_key = SECRETMARKER42"
+PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 32
+
+
+def _spec(folder: Path, name: str, description: str) -> Path:
+    text = (Path(__file__).parents[1] / "problems" / "quick" / "sbm_nlasso.toml").read_text()
+    text = text.replace('name = "quick_sbm_nlasso"', f"name = {name!r}")
+    text = text.replace(text.splitlines()[1], f"description = {description!r}")
+    path = folder / "spec.toml"
+    path.write_text(text)
+    return path
+
+
+def _secret_leaked(text: str) -> bool:
+    b64 = base64.b64encode(SECRET.encode()).decode()
+    return "SECRETMARKER42" in text or b64[:24] in text
+
+
+@pytest.fixture
+def secret(tmp_path):
+    outside = tmp_path / "secret.txt"
+    outside.write_text(SECRET)
+    fake_png = tmp_path / "logo.png"  # right suffix, not an image, outside the report
+    fake_png.write_text(SECRET)
+    return outside, fake_png
+
+
+def test_report_of_a_hostile_spec_embeds_no_local_file_and_no_script(tmp_path, secret):
+    outside, fake_png = secret
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "link.png").symlink_to(fake_png)
+    description = (f"![a]({outside}) ![b](../secret.txt) ![c](../../secret.txt) ![d](link.png) "
+                   f"![e](file://{outside}) [x](javascript:alert(1)) [y](JaVaScRiPt&#58;alert(2)) "
+                   "[z]( java\tscript:alert(3)) [ok](https://example.org) <script>alert(4)</script> "
+                   "<img src=x onerror=alert(5)>")
+    spec = _spec(specs, "evil <script>alert(6)</script>", description)
+    out = tmp_path / "out"
+    code = main(["report", str(spec), "--out", str(out), "--solvers", "fast", "--quiet", "--format", "md,html"])
+    assert code == 0
+    for path in out.rglob("*"):
+        if path.is_file() and path.suffix in {".html", ".md"}:
+            text = path.read_text(errors="replace")
+            assert not _secret_leaked(text), path
+            low = text.lower()
+            assert "<script" not in low and "javascript:" not in low, path
+            assert "<img src=x" not in low, path  # only its escaped, inert form
+            assert "](javascript" not in low and 'href="javascript' not in low, path
+    html_text = (out / "index.html").read_text()
+    assert 'href="https://example.org"' in html_text
+
+
+@pytest.mark.parametrize("target", ["javascript:alert(1)", "JAVASCRIPT:x", " javascript:x", "java\nscript:x",
+                                    "javascript&#58;x", "&#106;avascript:x", "data:text/html,x", "vbscript:x",
+                                    "file:///etc/passwd", "weird+scheme:x"])
+def test_unsafe_link_targets_are_dropped(target):
+    assert safe_href(target) is None
+    assert "href" not in markdown_to_html(f"[click]({target})")
+    assert f"]({target})" not in sanitize_markdown(f"[click]({target})")
+
+
+@pytest.mark.parametrize("target", ["https://example.org/a", "http://x", "mailto:a@b.c", "specs/a/report.md", "#top"])
+def test_safe_link_targets_are_kept(target):
+    assert safe_href(target) == target
+
+
+def test_images_are_embedded_only_from_inside_the_report(tmp_path, secret):
+    outside, fake_png = secret
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "fig.png").write_bytes(PNG)
+    (out / "fake.png").write_text(SECRET)      # inside, but not an image
+    (out / "link.png").symlink_to(fake_png)    # a symlink leaving the directory
+    html_text = markdown_to_html(f"![ok](fig.png) ![f](fake.png) ![l](link.png) ![abs]({outside}) "
+                                 "![up](../logo.png)", base=out)
+    assert html_text.count("data:image/png;base64") == 1
+    assert not _secret_leaked(html_text)
+    assert embed_image(outside, root=out) is None and embed_image(out / "link.png", root=out) is None
+
+
+def test_raw_html_in_markdown_text_is_escaped():
+    text = sanitize_markdown("a <b onclick=x>bold</b> & ![i](/etc/passwd)")
+    assert "<b" not in text and "&lt;b" in text and "/etc/passwd" not in text
