@@ -40,6 +40,9 @@ Every error names the file, the key and what was expected.
 
 from __future__ import annotations
 
+import contextvars
+from contextlib import contextmanager
+
 import math
 import tomllib
 from dataclasses import dataclass, field
@@ -54,6 +57,7 @@ from .data import GroundTruth
 from .graph import Graph
 from .losses import Logistic, SquaredDistance, SquaredError
 from .penalties import get_penalty
+from ._validation import contained_path
 from .problem import GTVProblem
 
 __all__ = ["Spec", "ExperimentSpec", "SpecError", "load_spec", "find_specs", "MAX_SPEC_ELEMENTS",
@@ -198,10 +202,19 @@ class _Table:
         return value
 
     def path_value(self, name: str) -> Path:
+        """A file named by the spec: relative to the spec's folder and confined to it (resolved,
+        symlinks included) unless outside paths are allowed (:func:`allow_outside_paths`)."""
         value = self.str(name)
-        candidate = Path(value)
-        if not candidate.is_absolute():
-            candidate = Path(self.path).parent / candidate
+        if _ALLOW_OUTSIDE.get():
+            candidate = Path(value)
+            if not candidate.is_absolute():
+                candidate = Path(self.path).parent / candidate
+        else:
+            try:
+                candidate = contained_path(value, Path(self.path).parent, name)
+            except ValueError as exc:
+                raise self.error(name, f"{exc}; the spec may only read files in its own folder "
+                                       "(pass --allow-outside, or allow_outside=True, to permit it)") from None
         if not candidate.is_file():
             raise self.error(name, f"file not found: {candidate}")
         return candidate
@@ -367,14 +380,37 @@ def read_checks(check_t: _Table, allowed) -> dict[str, float]:
     return checks
 
 
-def load_spec(path) -> Spec:
+_ALLOW_OUTSIDE = contextvars.ContextVar("gtvcvx_allow_outside", default=False)
+
+
+@contextmanager
+def allow_outside_paths(allowed: bool = True):
+    """Within the block, specs may name files outside their own folder (``--allow-outside``).
+
+    By default a spec's ``file`` keys must stay inside the spec's folder: an absolute path,
+    ``..`` or a symlink leading out is refused, so an untrusted spec cannot read other files.
+    """
+    token = _ALLOW_OUTSIDE.set(bool(allowed))
+    try:
+        yield
+    finally:
+        _ALLOW_OUTSIDE.reset(token)
+
+
+def load_spec(path, *, allow_outside: bool | None = None) -> Spec:
     """Read a TOML spec and build its problem, ground truth, solve options and checks.
+
+    ``allow_outside=True`` lets the spec name data files outside its folder (default: refused,
+    see :func:`allow_outside_paths`).
 
     Raises
     ------
     SpecError
         A ``ValueError`` whose message names the file, the key and what was expected.
     """
+    if allow_outside is not None:
+        with allow_outside_paths(allow_outside):
+            return load_spec(path)
     path = Path(path)
     if not path.is_file():
         raise SpecError(path, None, "spec file not found")

@@ -93,3 +93,61 @@ def test_images_are_embedded_only_from_inside_the_report(tmp_path, secret):
 def test_raw_html_in_markdown_text_is_escaped():
     text = sanitize_markdown("a <b onclick=x>bold</b> & ![i](/etc/passwd)")
     assert "<b" not in text and "&lt;b" in text and "/etc/passwd" not in text
+
+
+def _data_spec(folder: Path, file_value: str) -> Path:
+    spec = folder / "data_spec.toml"
+    spec.write_text(f'''name = "data_path"
+[graph]
+generator = "chain"
+n = 3
+[data]
+file = {file_value!r}
+[problem]
+loss = "squared_distance"
+penalty = "norm2"
+lam = 0.1
+''')
+    return spec
+
+
+@pytest.fixture
+def points_file(tmp_path):
+    import numpy as np
+
+    outside = tmp_path / "outside.npz"
+    np.savez(outside, points=np.zeros((3, 2)))
+    folder = tmp_path / "specs"
+    folder.mkdir()
+    (folder / "link.npz").symlink_to(outside)
+    return outside, folder
+
+
+@pytest.mark.parametrize("which", ["absolute", "dotdot", "symlink"])
+def test_spec_data_paths_are_confined_to_the_spec_folder(points_file, which, capsys):
+    outside, folder = points_file
+    value = {"absolute": str(outside), "dotdot": "../outside.npz", "symlink": "link.npz"}[which]
+    spec = _data_spec(folder, value)
+    assert main(["solve", str(spec)]) == 2
+    err = capsys.readouterr().err
+    assert "data.file" in err and "--allow-outside" in err
+    assert main(["solve", str(spec), "--allow-outside"]) == 0
+    from gtvcvx.spec import SpecError, load_spec
+
+    with pytest.raises(SpecError, match="own folder"):
+        load_spec(spec)
+    assert load_spec(spec, allow_outside=True).problem.n == 3
+
+
+def test_confinement_error_does_not_quote_the_target(tmp_path, capsys):
+    secret = tmp_path / "credentials"
+    secret.write_text(SECRET)
+    folder = tmp_path / "specs"
+    folder.mkdir()
+    spec = folder / "graph_spec.toml"
+    spec.write_text(f'name = "g"\n[graph]\nfile = {str(secret)!r}\n[data]\ngenerator = "blobs"\nsizes = [2]\nd = 2\n'
+                    '[problem]\nloss = "squared_distance"\npenalty = "norm2"\nlam = 0.1\n')
+    for args in (["solve", str(spec)], ["solve", str(spec), "--allow-outside"], ["check", str(spec)]):
+        main(args)
+        captured = capsys.readouterr()
+        assert "SECRETMARKER42" not in captured.out + captured.err

@@ -25,6 +25,9 @@ _MARK = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP", "error": "ERROR"
 
 
 def add_arguments(parser) -> None:
+    parser.add_argument("--allow-outside", action="store_true",
+                        help="let specs read data files outside their own folder (refused by default: "
+                             "specs may be untrusted)")
     parser.add_argument("paths", nargs="+", metavar="SPEC_OR_DIR", help="TOML specs or directories of specs")
     parser.add_argument("--solver", default=None,
                         help="'fast' (default, or the spec's [solve] solver) or a CVXPY backend")
@@ -90,6 +93,13 @@ def junit_xml(results, elapsed: float) -> bytes:
 
 
 def run(args) -> int:
+    from ..spec import allow_outside_paths
+
+    with allow_outside_paths(getattr(args, "allow_outside", False)):
+        return _run(args)
+
+
+def _run(args) -> int:
     from .. import __version__
     from ..environment import environment
     from ..io import atomic_write, atomic_write_text

@@ -22,6 +22,9 @@ def _split(values) -> list[str]:
 
 
 def add_arguments(parser) -> None:
+    parser.add_argument("--allow-outside", action="store_true",
+                        help="let specs read data files outside their own folder (refused by default: "
+                             "specs may be untrusted)")
     parser.add_argument("paths", nargs="+", metavar="SPEC_OR_DIR", help="TOML specs or directories of specs")
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
     parser.add_argument("--solvers", action="append", metavar="LIST",
@@ -49,6 +52,8 @@ def _command_line(args) -> str:
         parts += ["--format", ",".join(_split(args.formats))]
     if args.quick:
         parts.append("--quick")
+    if getattr(args, "allow_outside", False):
+        parts.append("--allow-outside")
     if args.time_limit is not None:
         parts += ["--time-limit", f"{args.time_limit:g}"]
     if args.max_reference_size is not None:
@@ -59,6 +64,13 @@ def _command_line(args) -> str:
 
 
 def run(args) -> int:
+    from ..spec import allow_outside_paths
+
+    with allow_outside_paths(getattr(args, "allow_outside", False)):
+        return _run(args)
+
+
+def _run(args) -> int:
     from ..progress import Progress
     from ..reference import installed_backends
     from ..report import FORMATS, build_report

@@ -10,6 +10,9 @@ HELP = "solve one problem spec and print its status, objective, gap, times and a
 
 
 def add_arguments(parser) -> None:
+    parser.add_argument("--allow-outside", action="store_true",
+                        help="let specs read data files outside their own folder (refused by default: "
+                             "specs may be untrusted)")
     parser.add_argument("spec", help="TOML problem spec")
     parser.add_argument("--solver", default=None,
                         help="'fast' (default, or the spec's [solve] solver) or a CVXPY backend: CLARABEL, SCS")
@@ -44,6 +47,13 @@ def _fmt(value) -> str:
 
 
 def run(args) -> int:
+    from ..spec import allow_outside_paths
+
+    with allow_outside_paths(getattr(args, "allow_outside", False)):
+        return _run(args)
+
+
+def _run(args) -> int:
     from ..results import Status
     from ..runner import run_solver
     from ..spec import load_spec
