@@ -200,6 +200,10 @@ def _solve(problem, tol, max_iter, time_limit, warm_start, callback, method, eta
     caps = np.ascontiguousarray(problem.capacities)
     inv_deg = 1.0 / np.maximum(graph.degree, 1).astype(float)
     W, U = _warm_start_arrays(problem, warm_start)
+    # a warm-start flow outside the capacities (e.g. from a larger lam, down to lam = 0 where
+    # every capacity is 0) would be amplified by the long steps of decoupled nodes
+    U = penalty.project_conjugate_domain(U, caps) if problem.n_edges else U
+    deadline = None if time_limit is None else t_start + float(time_limit)
     if primal_weight is None:
         # PDLP-style magnitude ratio: from the warm start when it has both parts, else 1
         size_x = math.sqrt(np.einsum("nd,nd->n", W, W) @ np.maximum(graph.degree, 1))
@@ -241,6 +245,7 @@ def _solve(problem, tol, max_iter, time_limit, warm_start, callback, method, eta
     # with check_every=None certificates also come when the fixed-point residual has fallen
     # about as much as the gap still has to (see `trigger`)
     cert_time = 0.0
+    last_cert = 0.0  # cost of the latest certificate, to keep the next one inside a time budget
     iteration = 0
     Wp = W
     t_solve = time.perf_counter()
@@ -284,10 +289,14 @@ def _solve(problem, tol, max_iter, time_limit, warm_start, callback, method, eta
             k_in_epoch += 1
 
         # ---- certificate check-point on the PDHG output
-        if iteration >= next_check or iteration == max_iter:
+        due = iteration >= next_check or iteration == max_iter
+        if due and deadline is not None and best is not None and time.perf_counter() + last_cert > deadline:
+            due = False  # the certificate would not fit in the time budget: keep the best so far
+        if due:
             c0 = time.perf_counter()
-            cert = certify_pair(problem, Wp, Up, projector=projector)
+            cert = certify_pair(problem, Wp, Up, projector=projector, deadline=deadline)
             this_cert = time.perf_counter() - c0
+            last_cert = this_cert
             cert_time += this_cert
             r_cert = r_prev
             # certify again once the residual has fallen by about what the gap still has to
@@ -304,6 +313,11 @@ def _solve(problem, tol, max_iter, time_limit, warm_start, callback, method, eta
                 best = (cert.rel_gap, Wp.copy(), cert)
             if cert.rel_gap <= tol:
                 status, message = Status.OPTIMAL, ""
+                break
+            if cert.resolution > tol:
+                status = Status.INACCURATE
+                message = (f"float64 cannot certify tol = {tol:g} on this problem: rounding alone allows a "
+                           f"relative gap of {cert.resolution:.3g} (rescale the data or loosen tol)")
                 break
             if callback is not None and callback(IterationInfo(iteration, elapsed, Wp, cert.U, cert, omega, restarts)):
                 status, message = Status.MAX_ITER, "stopped by callback"
@@ -347,10 +361,10 @@ def _solve(problem, tol, max_iter, time_limit, warm_start, callback, method, eta
             W, DtU = Wp, DtUp
             U, Up = Up, U
 
-    solve_time = time.perf_counter() - t_solve
     if best is None:
-        cert = certify_pair(problem, Wp, Up, projector=projector)
+        cert = certify_pair(problem, Wp, Up, projector=projector, deadline=deadline)
         best = (cert.rel_gap, Wp.copy(), cert)
+    solve_time = time.perf_counter() - t_solve  # everything, the last certificate included
     _, W_best, cert = best
     residuals = dict(cert.residuals)
     residuals["stationarity"] = _stationarity(problem, W_best, cert.U)
