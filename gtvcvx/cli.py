@@ -47,6 +47,13 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("gtvcvx: interrupted", file=sys.stderr)
         return 130
+    except MemoryError as exc:
+        if args.debug:
+            raise
+        print(f"gtvcvx {args.command}: error: out of memory ({exc or 'allocation failed'}); the input is too "
+              "large for this machine (GTVCVX_MAX_MEMORY sets the budget checked before allocating)",
+              file=sys.stderr)
+        return 2
     except (ValueError, OSError) as exc:
         if args.debug:
             raise

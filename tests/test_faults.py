@@ -53,3 +53,60 @@ def test_float64_limit_gives_inaccurate_with_the_reason():
     result = g.solve(problem, tol=1e-30)
     assert result.status == "inaccurate"
     assert "float64 cannot certify" in result.message
+
+
+QUICK_SPEC = "problems/quick/chain_l1.toml"
+
+
+def _report(out, *extra):
+    from pathlib import Path
+
+    from gtvcvx.cli import main
+
+    spec = Path(__file__).resolve().parents[1] / QUICK_SPEC
+    return main(["report", str(spec), "--out", str(out), "--solvers", "fast", "--quiet", *extra])
+
+
+def test_report_directory_never_mixes_two_runs(tmp_path):
+    out = tmp_path / "out"
+    (out / "specs" / "from_another_run").mkdir(parents=True)
+    (out / "specs" / "from_another_run" / "report.md").write_text("stale")
+    (out / "notes.md").write_text("not the report's")
+    assert _report(out) == 0
+    assert not (out / "specs" / "from_another_run").exists()  # specs/ replaced as a whole
+    assert (out / "notes.md").read_text() == "not the report's"  # files it does not write: untouched
+    assert oct((out / "index.md").stat().st_mode & 0o777) == oct(0o644 & ~_umask())
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.tmp-")]
+
+
+def _umask():
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_interrupted_report_leaves_the_previous_one_intact(tmp_path, monkeypatch):
+    import gtvcvx.report.build as build
+
+    out = tmp_path / "out"
+    assert _report(out) == 0
+    before = (out / "index.md").read_text()
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(build, "_run_spec", interrupted)
+    assert _report(out) == 130
+    assert (out / "index.md").read_text() == before
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.tmp-")]
+    assert not (out / ".gtvcvx-report.lock").exists()
+
+
+def test_concurrent_report_into_the_same_directory_is_refused(tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ".gtvcvx-report.lock").write_text("")
+    assert _report(out) == 2
+    assert "another gtvcvx report" in capsys.readouterr().err

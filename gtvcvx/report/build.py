@@ -21,8 +21,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
+import shutil
+import tempfile
 import re
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -530,7 +534,55 @@ def build_report(paths, out_dir, *, solvers=None, formats=FORMATS, progress=None
                      sum(1 for _, reason in select_solvers(spec, solvers, size_limits=size_limits) if not reason))
     if progress is not None:
         progress.total = sum(plans)
-    out.mkdir(parents=True, exist_ok=True)
+    final = out
+    with _staging(final) as out:
+        _write_report(specs, reports, out, final, paths=paths, solvers=solvers, formats=formats,
+                      progress=progress, quick=quick, time_limit=time_limit, size_limits=size_limits,
+                      memory=memory, command=command, t0=t0)
+    return reports
+
+
+@contextmanager
+def _staging(final: Path):
+    """Build a report in a private sibling directory, then swap it into ``final``.
+
+    Each entry the run generates (``index.*``, ``specs/``, experiment folders) replaces the one
+    of the same name as a whole, so ``final`` never mixes two runs' files; other files there
+    are left alone. A lock file refuses a concurrent run into the same directory; an
+    interrupted run (Ctrl-C, error) leaves ``final`` as it was and removes its temporary folder.
+    """
+    final.mkdir(parents=True, exist_ok=True)
+    lock = final / ".gtvcvx-report.lock"
+    try:
+        fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        raise ValueError(f"{final}: another gtvcvx report is being written here (remove {lock} if no run "
+                         "is active)") from None
+    staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
+    try:
+        staging.chmod(0o755)
+        yield staging
+        for entry in sorted(staging.iterdir()):
+            dest = final / entry.name
+            if dest.is_dir() and not dest.is_symlink():
+                old = Path(tempfile.mkdtemp(prefix=f".{entry.name}.old-", dir=final))
+                os.replace(dest, old / entry.name)
+                os.replace(entry, dest)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(entry, dest)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        os.close(fd)
+        lock.unlink(missing_ok=True)
+
+
+def _write_report(specs, reports, out, final, *, paths, solvers, formats, progress, quick, time_limit,
+                  size_limits, memory, command, t0):
+    """Run the specs and write every file of the report under ``out`` (the staging folder)."""
+    from ..environment import environment
+    from .compare import REFERENCE_SIZE_LIMITS, REFERENCE_TIME_LIMIT
+
     for spec, rep in zip(specs, reports):
         s0 = time.perf_counter()
         try:
@@ -550,7 +602,7 @@ def build_report(paths, out_dir, *, solvers=None, formats=FORMATS, progress=None
     rule = SELECTION_RULE.format(limits=", ".join(f"{k} {v:,}" for k, v in limits.items()),
                                  time_limit=time_limit if time_limit is not None else REFERENCE_TIME_LIMIT)
     memory_method = next((r.memory for r in reports if r.memory), None)
-    command = command or "gtvcvx report " + " ".join(map(str, paths)) + f" --out {out_dir}"
+    command = command or "gtvcvx report " + " ".join(map(str, paths)) + f" --out {final}"
     index_md = _index_markdown(reports, env, command=command, elapsed=elapsed, memory=memory_method, rule=rule,
                                root=out)
     summary = _summary_rows(reports)
@@ -569,4 +621,3 @@ def build_report(paths, out_dir, *, solvers=None, formats=FORMATS, progress=None
     if "html" in formats:
         body = markdown_to_html(index_md, base=out)
         atomic_write_text(out / "index.html", html_page("gtvcvx report", body))
-    return reports
