@@ -314,11 +314,6 @@ def _solve(problem, tol, max_iter, time_limit, warm_start, callback, method, eta
             if cert.rel_gap <= tol:
                 status, message = Status.OPTIMAL, ""
                 break
-            if cert.resolution > tol:
-                status = Status.INACCURATE
-                message = (f"float64 cannot certify tol = {tol:g} on this problem: rounding alone allows a "
-                           f"relative gap of {cert.resolution:.3g} (rescale the data or loosen tol)")
-                break
             if callback is not None and callback(IterationInfo(iteration, elapsed, Wp, cert.U, cert, omega, restarts)):
                 status, message = Status.MAX_ITER, "stopped by callback"
                 break
@@ -366,6 +361,10 @@ def _solve(problem, tol, max_iter, time_limit, warm_start, callback, method, eta
         best = (cert.rel_gap, Wp.copy(), cert)
     solve_time = time.perf_counter() - t_solve  # everything, the last certificate included
     _, W_best, cert = best
+    if status == Status.MAX_ITER and message.startswith("reached max_iter") and cert.resolution > tol:
+        status = Status.INACCURATE
+        message = (f"float64 cannot certify tol = {tol:g} on this problem: rounding alone allows a relative "
+                   f"gap of {cert.resolution:.3g} (rescale the data or loosen tol); {message}")
     residuals = dict(cert.residuals)
     residuals["stationarity"] = _stationarity(problem, W_best, cert.U)
     if cert.message and status != Status.OPTIMAL:
