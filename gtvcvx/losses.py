@@ -845,16 +845,19 @@ class Logistic(_DesignLoss):
         C = self._newton(objective, grad_hess, start, 1.0 / tau, max_iter=max_newton)
         return V + self._lift(C - q)
 
-    def _corrected_theta(self, c, C) -> np.ndarray:
-        """``theta = sigmoid(margins at C)`` corrected towards ``-(1/m) X^T (y theta) = v``
-        (row-space coordinates ``c``) and clipped into [0, 1]; padded (n, m_max)."""
+    def _unclipped_theta(self, c, C) -> np.ndarray:
+        """``theta = sigmoid(margins at C)`` with the minimum-norm correction towards
+        ``-(1/m) X^T (y theta) = v`` (row-space coordinates ``c``); padded (n, m_max)."""
         Xp, yp, mask, inv_m = self._padded
         theta = np.where(mask, expit(self._margins(C, self._padded)), 0.0)
         resid = c + np.matmul(np.swapaxes(Xp, 1, 2), (yp * theta * inv_m[:, None])[:, :, None])[:, :, 0]
         inv_s2 = np.divide(1.0, self.s ** 2, out=np.zeros_like(self.s), where=self.active)
         coef = -(resid * inv_s2) * self.counts[:, None]
-        theta = theta + yp * np.matmul(Xp, coef[:, :, None])[:, :, 0]
-        return np.where(mask, np.clip(theta, 0.0, 1.0), 0.0)
+        return theta + yp * np.matmul(Xp, coef[:, :, None])[:, :, 0]
+
+    def _corrected_theta(self, c, C) -> np.ndarray:
+        """:meth:`_unclipped_theta` clipped into [0, 1] (0 on padding)."""
+        return np.where(self._padded[2], np.clip(self._unclipped_theta(c, C), 0.0, 1.0), 0.0)
 
     def _entropy_bound(self, c, C) -> np.ndarray:
         """Upper bound on ``L_i^*`` at row-space coordinates ``c`` from a point ``C``.
@@ -864,12 +867,8 @@ class Logistic(_DesignLoss):
         it satisfy ``-(1/m) X^T (y theta) = v`` exactly. If the corrected theta lies in
         [0, 1] its negative entropy bounds ``L^*(v)`` from above; otherwise ``+inf``.
         """
-        Xp, yp, mask, inv_m = self._padded
-        theta = np.where(mask, expit(self._margins(C, self._padded)), 0.0)
-        resid = c + np.matmul(np.swapaxes(Xp, 1, 2), (yp * theta * inv_m[:, None])[:, :, None])[:, :, 0]
-        inv_s2 = np.divide(1.0, self.s ** 2, out=np.zeros_like(self.s), where=self.active)
-        coef = -(resid * inv_s2) * self.counts[:, None]
-        theta = theta + yp * np.matmul(Xp, coef[:, :, None])[:, :, 0]
+        _, _, mask, inv_m = self._padded
+        theta = self._unclipped_theta(c, C)
         feasible = ~(mask & ((theta < 0.0) | (theta > 1.0))).any(axis=1)
         th = np.clip(theta, 0.0, 1.0)
         with np.errstate(divide="ignore", invalid="ignore"):

@@ -307,8 +307,9 @@ def test_csv_errors_name_file_and_line_but_never_echo_the_line(tmp_path, text, m
     path.write_text(text)
     with pytest.raises(ValueError, match=message) as info:
         Graph.from_csv(path)
-    assert "SECRETMARKER" not in str(info.value) and "aws_secret" not in str(info.value)
-    assert "-4" not in str(info.value)
+    text = str(info.value).replace(str(path), "FILE")  # the tmp path itself may contain '-4'
+    assert "SECRETMARKER" not in text and "aws_secret" not in text
+    assert "-4" not in text
 
 
 def test_csv_secret_is_not_echoed_through_a_spec(tmp_path, capsys):
