@@ -84,6 +84,46 @@ def _options(solver: str, opts: dict) -> dict:
     return merged
 
 
+def _solve_interruptibly(problem, solver: str, options: dict) -> None:
+    """``problem.solve`` in a worker thread, so that Ctrl-C reaches the caller at once.
+
+    Compiled backends check for signals rarely (CLARABEL only when it returns) or catch SIGINT
+    themselves (SCS stops with status "interrupted" and CVXPY returns normally). Here the main
+    thread waits in short slices and re-raises ``KeyboardInterrupt`` immediately (the worker
+    is a daemon: it ends with the process); an SCS run stopped by SIGINT is turned back into
+    ``KeyboardInterrupt`` too. Exceptions of the solve are re-raised in the caller.
+    """
+    import threading
+
+    outcome = {}
+
+    def work():
+        try:
+            problem.solve(solver=solver, **options)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            outcome["error"] = exc
+
+    import signal
+
+    in_main = threading.current_thread() is threading.main_thread()
+    handler = signal.getsignal(signal.SIGINT) if in_main else None
+    worker = threading.Thread(target=work, name=f"gtvcvx-{solver}", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        if in_main and callable(handler):
+            # SCS installs its own C-level SIGINT handler for the whole process (and checks it
+            # only between iterations, not while factorizing): put Python's back
+            signal.signal(signal.SIGINT, handler)
+        worker.join(0.1)  # KeyboardInterrupt is raised here, in the main thread
+    if "error" in outcome:
+        raise outcome["error"]
+    stats = getattr(problem, "solver_stats", None)
+    extra = getattr(stats, "extra_stats", None) if stats is not None else None
+    info = extra.get("info", {}) if isinstance(extra, dict) else {}
+    if "interrupt" in str(info.get("status", "")).lower():
+        raise KeyboardInterrupt(f"{solver} was interrupted")
+
+
 def run_cvxpy(problem, solver: str, opts: dict | None = None) -> BackendRun:
     """Solve a ``cvxpy.Problem`` with ``solver``; failures become a status, not an exception.
 
@@ -107,7 +147,7 @@ def run_cvxpy(problem, solver: str, opts: dict | None = None) -> BackendRun:
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            problem.solve(solver=solver, **options)
+            _solve_interruptibly(problem, solver, options)
     except cp.error.SolverError as exc:
         elapsed = time.perf_counter() - start
         return BackendRun(Status.SOLVER_ERROR, solver, float("nan"), getattr(problem, "compilation_time", 0.0) or 0.0,
