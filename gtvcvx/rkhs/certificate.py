@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..results import relative_gap
-from .problem import RKHSProblem
+from .problem import RKHSProblem, phi_conjugate
 
 __all__ = ["Certificate", "certify", "hard_margin_feasible_point"]
 
@@ -85,6 +85,27 @@ def _combine(problem: RKHSProblem, alpha, f, feasible_alpha, feasible_f):
     return point
 
 
+def _rigorously_feasible(problem: RKHSProblem, alpha):
+    """``alpha`` scaled up (``t >= 1``) so that ``y_n f(x_n) >= 1 - eps`` holds even after the
+    rounding of ``f = K (Delta alpha)`` (bounded by ``4 (M + 2) eps |K| |Delta alpha|``); None
+    when a margin is not positive beyond that rounding."""
+    p = problem
+    target = 1.0 - p.eps
+    if target <= 0:
+        return alpha
+    margins = p.y * p.decision(alpha)
+    err = 4.0 * (p.M + 2) * np.finfo(float).eps * (abs(p.K) @ np.abs(p.Delta * alpha))
+    low = margins - err
+    if (low >= target).all():
+        return alpha
+    if (low <= 0).any():
+        return None
+    t = float(np.max(target / low)) * (1.0 + 1e-12)
+    scaled = t * np.asarray(alpha, dtype=float)
+    again = p.y * p.decision(scaled) - 4.0 * (p.M + 2) * np.finfo(float).eps * (abs(p.K) @ np.abs(p.Delta * scaled))
+    return scaled if (again >= target).all() else None
+
+
 def certify(problem: RKHSProblem, lam, z=None, *, feasible_alpha=None) -> Certificate:
     r"""Certificate of optimality for multipliers ``lam`` and an optional primal candidate.
 
@@ -120,7 +141,10 @@ def certify(problem: RKHSProblem, lam, z=None, *, feasible_alpha=None) -> Certif
         return Certificate(np.zeros(p.N), float("-inf"), nan_alpha, float("nan"), float("nan"), float("nan"), None,
                            float("inf"), float("inf"), float("inf"), message="multipliers are not finite")
     abar = p.abar(lam)
-    dual = p.dual_objective(lam, abar)
+    # c.lam - sum Delta phi*(abar) can cancel when C is large: lower the bound by a first-order
+    # bound on its rounding, so that dual <= D(lam) <= P* holds to the last bit
+    magnitude = abs(float(p.c @ lam)) + float(p.Delta @ phi_conjugate(abs(p.Phi) @ lam, p.gamma))
+    dual = p.dual_objective(lam, abar) - 4.0 * (p.N + p.M + 8) * np.finfo(float).eps * magnitude
     alpha = p.recover_alpha(abar=abar)
     f_alpha = p.decision(alpha)
     viol = p.margin_violation(alpha, f_alpha)
@@ -156,6 +180,10 @@ def certify(problem: RKHSProblem, lam, z=None, *, feasible_alpha=None) -> Certif
                 if combined is not None:
                     options.append((combined, "combined"))
         for point, how in options:
+            if p.C is None:
+                point = _rigorously_feasible(p, point)  # margins that hold despite rounding of f
+                if point is None:
+                    continue
             value = p.envelope_objective(point)
             if value < best_value:
                 best, best_value, repair = point, value, how
@@ -167,7 +195,10 @@ def certify(problem: RKHSProblem, lam, z=None, *, feasible_alpha=None) -> Certif
                    "and no positive rescaling repairs them; the gap is not certified")
         primal = gap = rel = float("inf")
     else:
-        primal = best_value
+        # reported bounds carry a first-order bound on their own rounding (the primal sums M + N
+        # terms), so primal >= P(alpha) >= P* holds to the last bit
+        magnitude = abs(best_value) + float(p.Delta @ (0.5 * best ** 2 + p.s * np.abs(best)))
+        primal = best_value + 4.0 * (p.N + p.M + 8) * np.finfo(float).eps * magnitude
         gap = primal - dual
         rel = relative_gap(primal, dual)
     return Certificate(lam=lam, dual=dual, alpha=alpha, l0_primal=l0_primal, l0_gap=l0_primal - dual,

@@ -1,0 +1,100 @@
+"""The RKHS certificate under weak duality, checked exactly (80-digit decimal evaluator).
+
+Any certified dual value must lie below the exact envelope objective of every feasible point we
+know, and any certified primal value above the exact dual value of every multiplier vector in
+the box. Instances are badly scaled on purpose: C from 1e-3 to 1e6, feature scales 1e-4..1e4,
+tiny and large eps, duplicate samples, garbage multipliers.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal, localcontext
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gtvcvx.rkhs import Dictionary, RKHSProblem
+from gtvcvx.rkhs.certificate import certify
+from gtvcvx.rkhs.solver import solve_dual
+
+import test_properties  # noqa: F401  (hypothesis profiles)
+
+
+def _dec(x):
+    return Decimal(float(x))
+
+
+def exact_dual(p, lam) -> Decimal:
+    """``c.lam - sum_j Delta_j pos(abar_j^2 / 2 - gamma)``, abar = (1/N) K^T (y lam), exactly."""
+    K = p.K.toarray()
+    with localcontext() as ctx:
+        ctx.prec = 80
+        total = sum((_dec(p.c[n]) * _dec(lam[n]) for n in range(p.N)), Decimal(0))
+        for j in range(p.M):
+            abar = sum((_dec(K[n, j]) * _dec(p.y[n]) * _dec(lam[n]) for n in range(p.N)), Decimal(0)) / p.N
+            total -= _dec(p.Delta[j]) * max(abar * abar / 2 - _dec(p.gamma), Decimal(0))
+        return total
+
+
+def exact_envelope(p, alpha) -> Decimal | None:
+    """Envelope objective at ``alpha`` exactly; None when a hard margin is violated."""
+    K = p.K.toarray()
+    with localcontext() as ctx:
+        ctx.prec = 80
+        s = (2 * _dec(p.gamma)).sqrt()
+        cost = Decimal(0)
+        for j in range(p.M):
+            a = abs(_dec(alpha[j]))
+            cost += _dec(p.Delta[j]) * (s * a + max(a - s, Decimal(0)) ** 2 / 2)
+        slack = Decimal(0)
+        for n in range(p.N):
+            f = sum((_dec(K[n, j]) * _dec(p.Delta[j]) * _dec(alpha[j]) for j in range(p.M)), Decimal(0))
+            v = 1 - _dec(p.eps) - _dec(p.y[n]) * f
+            if v > 0:
+                if p.C is None:
+                    return None
+                slack += v
+        return cost + (_dec(p.C) / p.N * slack if p.C is not None else 0)
+
+
+@st.composite
+def rkhs_problems(draw):
+    seed = draw(st.integers(0, 2 ** 31 - 1))
+    rng = np.random.default_rng(seed)
+    N = draw(st.integers(3, 10))
+    scale = 10.0 ** draw(st.integers(-4, 4))
+    X = rng.normal(size=(N, 2)) * scale
+    if draw(st.booleans()):
+        X[1] = X[0]  # a duplicate sample
+    y = np.where(rng.random(N) < 0.5, -1.0, 1.0)
+    y[0], y[-1] = 1.0, -1.0
+    dictionary = Dictionary.from_samples(X, scale * draw(st.sampled_from([0.3, 1.0, 3.0])))
+    C = draw(st.sampled_from([None, 1e-3, 1.0, 1e3, 1e6]))
+    eps = draw(st.sampled_from([0.0, 1e-6, 0.1, 0.9]))
+    gamma = draw(st.sampled_from([1e-6, 0.01, 1.0]))
+    return RKHSProblem(X, y, dictionary, gamma, eps, C), seed
+
+
+@given(rkhs_problems(), st.integers(1, 50))
+def test_rkhs_certificates_obey_exact_weak_duality(case, max_iter):
+    problem, seed = case
+    rng = np.random.default_rng(seed + 1)
+    upper = 1e3 if problem.C is None else problem.C
+    lams = [rng.uniform(0, upper, size=problem.N), np.zeros(problem.N)]
+    result = solve_dual(problem, max_iter=max_iter, record_history=False)
+    if result.lam is not None:
+        lams.append(result.lam)
+    certs = [certify(problem, lam) for lam in lams]
+    duals = [exact_dual(problem, np.clip(lam, 0, problem.upper)) for lam in lams]
+    primals = []
+    for cert in certs:
+        if cert.alpha_envelope is not None:
+            value = exact_envelope(problem, cert.alpha_envelope)
+            assert value is not None, "a certified primal point violates a hard margin exactly"
+            primals.append(value)
+    for cert in certs:
+        if np.isfinite(cert.dual) and primals:
+            assert Decimal(float(cert.dual)) <= min(primals), "certified dual above an exact primal value"
+        if np.isfinite(cert.primal):
+            assert Decimal(float(cert.primal)) >= max(duals), "certified primal below an exact dual value"
