@@ -1,0 +1,89 @@
+"""Capability declarations: what a loss or penalty can do, and what a solver requires of it.
+
+A solver never switches on the class of a loss or penalty. It states the operations and
+traits it needs with :func:`require`, and a component that lacks one is refused with a message
+that names the solver, the component and the missing capability (the pattern of skglm's
+``_datafit_required_attr``). A component provides
+
+* every *optional operation* its class overrides (an operation the base class declares with
+  :func:`optional`, whose base body raises :class:`CapabilityError`), and
+* every *trait* listed in its class attribute ``traits`` (properties of the function such as
+  ``"smooth"`` or ``"strongly_convex"`` that no method can show).
+
+Example
+-------
+>>> from gtvcvx.capabilities import require
+>>> require(problem.loss, ("prox", "certify_nodes"), user="gtvcvx.solve")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+__all__ = ["CapabilityError", "optional", "capabilities", "provides", "require", "TRAITS"]
+
+#: Traits a component may declare, and what each promises.
+TRAITS = {
+    "smooth": "differentiable with a Lipschitz gradient (``gradient`` is the true gradient)",
+    "strongly_convex": "strongly convex in w (so the optimum is unique)",
+    "separable_points": "the loss is ||w_i - a_i||^2 / 2 for given points a_i (convex clustering)",
+    "norm": "phi is a norm (a positively homogeneous penalty with a bounded dual ball)",
+    "quadratic": "phi or L is a convex quadratic",
+}
+
+
+class CapabilityError(ValueError):
+    """A solver needs an operation or trait the given loss or penalty does not provide."""
+
+
+def optional(method):
+    """Mark a base-class method as an optional operation (its body should raise)."""
+    method.__gtvcvx_optional__ = True
+    return method
+
+
+def _optional_operations(cls) -> set[str]:
+    names = set()
+    for base in cls.__mro__:
+        for name, value in vars(base).items():
+            if getattr(value, "__gtvcvx_optional__", False):
+                names.add(name)
+    return names
+
+
+def capabilities(component) -> frozenset[str]:
+    """The optional operations ``component`` implements and the traits it declares."""
+    cls = type(component)
+    provided = set(getattr(cls, "traits", ()))
+    for name in _optional_operations(cls):
+        attr = getattr(cls, name, None)
+        if attr is not None and not getattr(attr, "__gtvcvx_optional__", False):
+            provided.add(name)
+    return frozenset(provided)
+
+
+def provides(component, capability: str) -> bool:
+    """True when ``component`` implements the operation or declares the trait ``capability``."""
+    return capability in capabilities(component)
+
+
+def require(component, needed: Iterable[str], *, user: str) -> None:
+    """Raise :class:`CapabilityError` unless ``component`` provides everything in ``needed``.
+
+    Parameters
+    ----------
+    component : Loss or Penalty
+    needed : iterable of str
+        Operation names (e.g. ``"prox"``) or traits (see :data:`TRAITS`).
+    user : str
+        Who needs them, for the message (e.g. ``"solve_ssnal"``).
+    """
+    have = capabilities(component)
+    missing = [name for name in needed if name not in have]
+    if missing:
+        kind = "loss" if hasattr(component, "node_values") else "penalty"
+        described = "; ".join(f"'{m}' ({TRAITS[m]})" if m in TRAITS else f"'{m}'" for m in missing)
+        raise CapabilityError(
+            f"{user} needs the {kind} '{getattr(component, 'name', type(component).__name__)}' to provide "
+            f"{described}; it provides {sorted(have) or 'none of the optional capabilities'}. "
+            "Use a solver that does not need it (e.g. a CVXPY backend: solver='CLARABEL').")
