@@ -18,5 +18,6 @@ __all__ = ["Graph", "graphs", "GTVProblem", "GTVResult", "Status", "SquaredError
            "SquaredDistance", "Norm2", "Norm1", "SquaredNorm2", "__version__"]
 
 from .solvers import solve  # noqa: E402
+from .tasks import load_spec, solve_spec  # noqa: E402
 
-__all__ += ["solve"]
+__all__ += ["solve", "load_spec", "solve_spec"]

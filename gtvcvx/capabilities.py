@@ -29,6 +29,7 @@ TRAITS = {
     "separable_points": "the loss is ||w_i - a_i||^2 / 2 for given points a_i (convex clustering)",
     "norm": "phi is a norm (a positively homogeneous penalty with a bounded dual ball)",
     "quadratic": "phi or L is a convex quadratic",
+    "classifier": "labels y in {-1, +1} predicted by sign(x^T w) (training accuracy is measured)",
 }
 
 

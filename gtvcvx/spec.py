@@ -1,5 +1,6 @@
 """TOML problem specs: a file names the graph, the local data, the loss, the penalty, lam,
-solver settings and check thresholds; :func:`load_spec` turns it into a :class:`Spec`.
+solver settings and check thresholds; :func:`gtvcvx.load_spec` turns it into a :class:`Spec`
+(this module reads ``kind = "gtv"`` specs and holds the typed readers every kind uses).
 
 Example (``problems/paper/table1.toml``)::
 
@@ -60,8 +61,9 @@ from .penalties import get_penalty
 from ._validation import contained_path
 from .problem import GTVProblem
 
-__all__ = ["Spec", "ExperimentSpec", "SpecError", "load_spec", "find_specs", "MAX_SPEC_ELEMENTS",
-           "CHECK_KEYS", "SPEC_KINDS"]
+__all__ = ["Spec", "SpecError", "Table", "load_gtv_spec", "read_spec_document", "read_sections",
+           "read_solve_options", "read_checks", "find_specs", "allow_outside_paths", "MAX_SPEC_ELEMENTS",
+           "CHECK_KEYS"]
 
 #: Largest number of array elements a spec may declare (about 4 GB of float64).
 MAX_SPEC_ELEMENTS = 500_000_000
@@ -86,23 +88,6 @@ class SpecError(ValueError):
         self.path = str(path)
         self.key = key
         super().__init__(f"{path}: {key}: {message}" if key else f"{path}: {message}")
-
-
-@dataclass
-class ExperimentSpec:
-    """A ``kind = "experiment"`` spec: a named study from :mod:`gtvcvx.experiments` and its parameters."""
-
-    name: str
-    path: Path
-    experiment: str
-    params: dict = field(default_factory=dict)
-    checks: dict = field(default_factory=dict)
-    description: str = ""
-    config: dict = field(default_factory=dict)
-    kind: str = "experiment"
-    #: Optional file name (relative to the report directory) where ``gtvcvx report`` also
-    #: writes the experiment's Markdown, e.g. ``"paper.md"`` for the paper reproduction.
-    output: str | None = None
 
 
 @dataclass
@@ -141,7 +126,7 @@ class Spec:
 # ---------------------------------------------------------------------------------------
 # small typed readers
 # ---------------------------------------------------------------------------------------
-class _Table:
+class Table:
     """A TOML table with typed getters whose errors name the file and the dotted key."""
 
     def __init__(self, path, prefix: str, table: Any):
@@ -232,7 +217,7 @@ class _Table:
 _GRAPH_GENERATORS = ("sbm", "chain", "clustered_chain", "star", "complete", "knn", "file")
 
 
-def _expected_edges(table: _Table, generator: str) -> float:
+def _expected_edges(table: Table, generator: str) -> float:
     t = table.table
     try:
         if generator == "sbm":
@@ -248,7 +233,7 @@ def _expected_edges(table: _Table, generator: str) -> float:
     return 0.0
 
 
-def _build_graph(table: _Table, seed, points=None):
+def _build_graph(table: Table, seed, points=None):
     """Returns (Graph, labels or None)."""
     generator = "file" if table.has("file") else table.str("generator", choices=_GRAPH_GENERATORS)
     table.used.update({"generator"})
@@ -295,7 +280,7 @@ def _build_graph(table: _Table, seed, points=None):
 _DATA_GENERATORS = ("linear", "logistic", "blobs", "file")
 
 
-def _load_npz(table: _Table):
+def _load_npz(table: Table):
     from .io import read_npz
 
     path = table.path_value("file")
@@ -325,10 +310,10 @@ def read_sections(path: Path, doc: dict, required: tuple[str, ...], table=None):
     """The common head of a spec: ``name``, ``description``, ``seed`` and its tables.
 
     Returns ``(name, description, seed, tables)`` where ``tables`` maps every required section
-    and the optional ``solve`` and ``check`` to a ``table`` reader (default :class:`_Table`).
+    and the optional ``solve`` and ``check`` to a ``table`` reader (default :class:`Table`).
     Unknown top-level keys raise :class:`SpecError`.
     """
-    table = table or _Table
+    table = table or Table
     top = table(path, "", doc)
     top.used.add("kind")
     name = top.str("name", path.stem)
@@ -344,7 +329,26 @@ def read_sections(path: Path, doc: dict, required: tuple[str, ...], table=None):
     return name, description, seed, tables
 
 
-def read_solve_options(solve_t: _Table, methods: tuple[str, ...] | None = None) -> dict[str, Any]:
+def read_component(table: Table, key: str) -> tuple[str, dict]:
+    """A loss or penalty named in a spec: ``key = "name"`` or ``key = {name = "...", <param> = ...}``.
+
+    Returns ``(name, params)``; the parameters are passed to the component's constructor,
+    which names any it does not accept.
+    """
+    value = table.raw(key)
+    if isinstance(value, str):
+        return value, {}
+    if isinstance(value, dict):
+        params = dict(value)
+        name = params.pop("name", None)
+        if not isinstance(name, str):
+            raise table.error(key, f"an inline table needs a string 'name', got {value!r}")
+        return name, params
+    raise table.error(key, "missing; expected a name or an inline table {name = ..., <param> = ...}"
+                      if value is None else f"expected a name or an inline table, got {value!r}")
+
+
+def read_solve_options(solve_t: Table, methods: tuple[str, ...] | None = None) -> dict[str, Any]:
     """The ``[solve]`` table: ``solver``, ``tol``, ``max_iter``, ``time_limit`` (and ``method``
     when ``methods`` are given), plus one sub-table of options per CVXPY backend."""
     keys = ("solver", "tol", "max_iter", "time_limit") + (("method",) if methods else ())
@@ -370,7 +374,7 @@ def read_solve_options(solve_t: _Table, methods: tuple[str, ...] | None = None) 
     return solve_options
 
 
-def read_checks(check_t: _Table, allowed) -> dict[str, float]:
+def read_checks(check_t: Table, allowed) -> dict[str, float]:
     """The ``[check]`` table: non-negative thresholds, each named in ``allowed``."""
     checks = {}
     for key in list(check_t.table):
@@ -397,36 +401,40 @@ def allow_outside_paths(allowed: bool = True):
         _ALLOW_OUTSIDE.reset(token)
 
 
-def load_spec(path, *, allow_outside: bool | None = None) -> Spec:
-    """Read a TOML spec and build its problem, ground truth, solve options and checks.
+def read_spec_document(path) -> dict:
+    """Read a spec file as a TOML document; errors name the file.
 
-    ``allow_outside=True`` lets the spec name data files outside its folder (default: refused,
-    see :func:`allow_outside_paths`).
+    Raises
+    ------
+    SpecError
+        The file is missing, not text, or not valid TOML.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError(path, None, "spec file not found")
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(path, None, f"not valid TOML ({exc})") from None
+    except UnicodeDecodeError:
+        raise SpecError(path, None, "not a text TOML file") from None
+
+
+def load_gtv_spec(path, doc: dict | None = None) -> Spec:
+    """Build the problem, ground truth, solve options and checks of a ``kind = "gtv"`` spec.
+
+    Most callers want :func:`gtvcvx.load_spec`, which reads any kind of spec. ``doc`` is the
+    parsed TOML document (read from ``path`` when omitted).
 
     Raises
     ------
     SpecError
         A ``ValueError`` whose message names the file, the key and what was expected.
     """
-    if allow_outside is not None:
-        with allow_outside_paths(allow_outside):
-            return load_spec(path)
     path = Path(path)
-    if not path.is_file():
-        raise SpecError(path, None, "spec file not found")
-    try:
-        with open(path, "rb") as fh:
-            doc = tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(path, None, f"not valid TOML ({exc})") from None
-    except UnicodeDecodeError:
-        raise SpecError(path, None, "not a text TOML file") from None
-
-    kind = doc.get("kind", "gtv")
-    if kind not in SPEC_KINDS:
-        raise SpecError(path, "kind", f"expected one of {sorted(SPEC_KINDS)}, got {kind!r}")
-    if kind != "gtv":
-        return SPEC_KINDS[kind](path, doc)
+    if doc is None:
+        doc = read_spec_document(path)
 
     name, description, seed, tables = read_sections(path, doc, ("graph", "data", "problem"))
     graph_t, data_t, prob_t, solve_t, check_t = (tables[k] for k in ("graph", "data", "problem", "solve", "check"))
@@ -441,8 +449,9 @@ def load_spec(path, *, allow_outside: bool | None = None) -> Spec:
 
     # --- problem table first (cheap) so that name errors come early
     loss_name = prob_t.str("loss", choices=("squared_error", "logistic", "squared_distance"))
+    penalty_name, penalty_params = read_component(prob_t, "penalty")
     try:
-        penalty = get_penalty(prob_t.str("penalty"))
+        penalty = get_penalty(penalty_name, **penalty_params)
     except ValueError as exc:
         raise prob_t.error("penalty", str(exc)) from None
     lam = prob_t.number("lam", minimum=0)
@@ -558,39 +567,6 @@ def load_spec(path, *, allow_outside: bool | None = None) -> Spec:
     checks = read_checks(check_t, CHECK_KEYS)
     return Spec(name=name, path=path, problem=problem, truth=truth, solve_options=solve_options,
                 checks=checks, seed=seed, description=description, config=doc)
-
-
-def _load_experiment_spec(path: Path, doc: dict) -> ExperimentSpec:
-    from .experiments import registry
-
-    top = _Table(path, "", doc)
-    top.used.add("kind")
-    name = top.str("name", path.stem)
-    description = top.str("description", "")
-    experiment = top.str("experiment", choices=sorted(registry()))
-    output = top.str("output") if top.has("output") else None
-    if output is not None and (Path(output).is_absolute() or ".." in Path(output).parts or not output.endswith(".md")):
-        raise SpecError(path, "output", f"expected a relative Markdown file name such as 'paper.md', got {output!r}")
-    params = top.raw("params", {})
-    if not isinstance(params, dict):
-        raise SpecError(path, "params", "expected a table")
-    checks = top.raw("check", {})
-    if not isinstance(checks, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                               for v in checks.values()):
-        raise SpecError(path, "check", "expected a table of numeric thresholds")
-    top.finish()
-    return ExperimentSpec(name=name, path=path, experiment=experiment, params=params, checks=dict(checks),
-                          description=description, config=doc, output=output)
-
-
-def _load_rkhs_spec(path: Path, doc: dict):
-    from .rkhs.spec import load_rkhs_spec
-
-    return load_rkhs_spec(path, doc)
-
-
-#: Spec kinds and their loaders (``kind`` key at the top of the TOML file; default ``"gtv"``).
-SPEC_KINDS = {"gtv": None, "experiment": _load_experiment_spec, "rkhs": _load_rkhs_spec}
 
 
 def _truth_array(path, key, value, shape):

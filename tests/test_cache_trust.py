@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import gtvcvx as g
-from gtvcvx.spec import load_spec
+from gtvcvx import load_spec
 from gtvcvx.testing import ReferenceCache
 from gtvcvx.testing import cache as cache_mod
 from gtvcvx.testing.cache import CacheWarning

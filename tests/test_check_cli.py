@@ -12,7 +12,7 @@ import gtvcvx.experiments as experiments
 from gtvcvx.cli import main
 from gtvcvx.experiments import ExperimentOutput
 from gtvcvx.testing.oracle import experiment_threshold, run_checks
-from gtvcvx.spec import load_spec
+from gtvcvx import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICK = ROOT / "problems/quick"

@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from gtvcvx.cli import main
-from gtvcvx.spec import find_specs, load_spec
+from gtvcvx import load_spec
+from gtvcvx.spec import find_specs
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICK = ROOT / "problems/quick"

@@ -301,7 +301,7 @@ def test_plots_work_with_agg(tmp_path):
 # ------------------------------------------------------------------------- specs and experiment
 @pytest.mark.parametrize("spec", sorted((ROOT / "problems" / "clustering").glob("blobs_*.toml")), ids=lambda p: p.stem)
 def test_clustering_specs_meet_their_checks(spec):
-    from gtvcvx.spec import load_spec
+    from gtvcvx import load_spec
 
     s = load_spec(spec)
     r = g.solve(s.problem, **s.solve_options)
@@ -313,7 +313,7 @@ def test_clustering_specs_meet_their_checks(spec):
 def test_experiment_quick(tmp_path):
     pytest.importorskip("sklearn")
     from gtvcvx.experiments import get_experiment
-    from gtvcvx.spec import load_spec
+    from gtvcvx import load_spec
 
     spec = load_spec(ROOT / "problems" / "clustering" / "iris_wine.toml")
     assert spec.kind == "experiment" and spec.experiment == "clustering_real_data"

@@ -9,7 +9,7 @@ import pytest
 
 import gtvcvx as g
 from gtvcvx.experiments import paper, registry
-from gtvcvx.spec import load_spec
+from gtvcvx import load_spec
 
 SPEC_DIR = Path(__file__).resolve().parents[1] / "problems" / "paper"
 STUDY_SPECS = sorted(SPEC_DIR.glob("study_*.toml"))

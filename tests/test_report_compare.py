@@ -8,8 +8,9 @@ import pytest
 
 import gtvcvx as g
 from gtvcvx.report import MemoryMeter, compare, problem_size, run_comparison, select_solvers
-from gtvcvx.report.html import markdown_to_html
-from gtvcvx.spec import ExperimentSpec, load_spec
+from gtvcvx.render.html import markdown_to_html
+from gtvcvx import load_spec
+from gtvcvx.tasks import ExperimentSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICK = ROOT / "problems/quick"

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from gtvcvx.reference import installed_backends
-from gtvcvx.reference.rkhs import solve_rkhs_dual, solve_rkhs_primal
+from gtvcvx.rkhs.reference import solve_rkhs_dual, solve_rkhs_primal
 from gtvcvx.results import Status
 from gtvcvx.rkhs import (Dictionary, NotFittedError, RKHSProblem, SparseKernelClassifier, certify, gaussian_kernel,
                          psi, solve_dual)

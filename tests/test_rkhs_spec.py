@@ -10,7 +10,8 @@ import pytest
 
 from gtvcvx.results import Status
 from gtvcvx.rkhs import RKHSSpec, plot_decision_boundary, run_rkhs_spec
-from gtvcvx.spec import SpecError, load_spec
+from gtvcvx import load_spec
+from gtvcvx.spec import SpecError
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -19,7 +19,8 @@ from gtvcvx.io import atomic_write, load_result, save_result
 from gtvcvx.reference import solve_primal
 from gtvcvx.reference.backend import run_cvxpy
 from gtvcvx.results import Status
-from gtvcvx.spec import SpecError, load_spec
+from gtvcvx import load_spec
+from gtvcvx.spec import SpecError
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICK = ROOT / "problems/quick/sbm_nlasso.toml"

@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 
 import gtvcvx as g
-from gtvcvx.spec import MAX_SPEC_ELEMENTS, SpecError, find_specs, load_spec
+from gtvcvx import load_spec
+from gtvcvx.spec import MAX_SPEC_ELEMENTS, SpecError, find_specs
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 MINIMAL = """

@@ -52,7 +52,7 @@ def test_pytest_plugin_caches_between_sessions(tmp_path, monkeypatch):
     (tmp_path / "conftest.py").write_text('pytest_plugins = ["gtvcvx.testing.pytest_plugin"]\n')
     (tmp_path / "test_user.py").write_text(textwrap.dedent(f"""
         import os
-        from gtvcvx.spec import load_spec
+        from gtvcvx import load_spec
         from gtvcvx.testing import assert_optimal
 
         def test_reference(gtvcvx_reference, gtvcvx_reference_cache, gtvcvx_oracle):

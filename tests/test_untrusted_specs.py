@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gtvcvx.cli import main
-from gtvcvx.report.html import embed_image, markdown_to_html, safe_href, sanitize_markdown
+from gtvcvx.render.html import embed_image, markdown_to_html, safe_href, sanitize_markdown
 
 SECRET = "aws_secret_access_key = SECRETMARKER42"
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 32
@@ -132,7 +132,8 @@ def test_spec_data_paths_are_confined_to_the_spec_folder(points_file, which, cap
     err = capsys.readouterr().err
     assert "data.file" in err and "--allow-outside" in err
     assert main(["solve", str(spec), "--allow-outside"]) == 0
-    from gtvcvx.spec import SpecError, load_spec
+    from gtvcvx import load_spec
+    from gtvcvx.spec import SpecError
 
     with pytest.raises(SpecError, match="own folder"):
         load_spec(spec)

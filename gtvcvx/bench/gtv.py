@@ -35,7 +35,7 @@ def add_arguments(parser) -> None:
 
 # ---------------------------------------------------------------------------------- builders
 def build_spec(path: str):
-    from ..spec import load_spec
+    from ..tasks import load_spec
 
     return load_spec(path).problem
 

@@ -99,20 +99,11 @@ def ratio(slow: float, fast: float) -> float:
         return float("nan")
 
 
-def format_table(rows: list[dict], columns: list[str] | None = None, floatfmt: str = ".4g") -> str:
-    """A Markdown table from a list of dicts."""
-    if not rows:
-        return "(no rows)"
-    columns = columns or list(dict.fromkeys(k for r in rows for k in r))
+def format_table(rows: list[dict], columns: list[str] | None = None, digits: int = 4) -> str:
+    """A Markdown table from a list of dicts (:func:`gtvcvx.render.tables.markdown_table`)."""
+    from ..render.tables import markdown_table
 
-    def cell(v):
-        if isinstance(v, float):
-            return "nan" if v != v else format(v, floatfmt)
-        return "" if v is None else str(v)
-
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(cell(r.get(c)) for c in columns) + " |" for r in rows]
-    return "\n".join(lines)
+    return markdown_table(rows, columns, digits, nan="nan")
 
 
 def write_bench_report(out_dir, target: str, markdown: str, rows: list[dict]) -> Path:

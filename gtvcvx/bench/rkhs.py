@@ -58,7 +58,7 @@ def build_instance(n, points_per_dim, widths, gamma, eps, C, seed, threshold=1e-
     """
     import cvxpy  # noqa: F401  (warm imports, untimed)
 
-    from ..reference import rkhs as _reference  # noqa: F401
+    from ..rkhs import reference as _reference  # noqa: F401
     from ..rkhs import Dictionary, RKHSProblem
     from ..rkhs.data import ELLIPSE_BOX, ellipses
 
@@ -82,7 +82,7 @@ def call_fast(problem, method="ssnal", tol=1e-6, time_limit=None, max_iter=None)
 
 
 def call_cvxpy(problem, solver="CLARABEL", opts=None):
-    from ..reference.rkhs import solve_rkhs_dual
+    from ..rkhs.reference import solve_rkhs_dual
 
     return _summary(solve_rkhs_dual(problem, solver, **(opts or {})))
 

@@ -103,9 +103,9 @@ def _run(args) -> int:
     from .. import __version__
     from ..environment import environment
     from ..io import atomic_write, atomic_write_text
-    from ..spec import find_specs, load_spec
+    from ..tasks import find_specs, load_spec
     from ..testing import ReferenceCache
-    from ..testing.oracle import run_checks, validate_checks
+    from ..tasks.checks import run_checks, validate_checks
 
     if args.solver is not None:
         _check_backend(args.solver, "--solver", allow_fast=True)

@@ -74,7 +74,7 @@ def _run(args) -> int:
     from ..progress import Progress
     from ..reference import installed_backends
     from ..report import FORMATS, build_report
-    from ..report.compare import DEFAULT_SOLVERS
+    from ..tasks.compare import DEFAULT_SOLVERS
 
     solvers = _split(args.solvers) or None
     if solvers:

@@ -24,20 +24,24 @@ def add_arguments(parser) -> None:
 
 
 def summarize(spec, result) -> dict:
-    """The numbers ``gtvcvx solve`` prints, as a dictionary."""
-    from ..metrics import mse
+    """The numbers ``gtvcvx solve`` prints, as a dictionary (from the spec's task)."""
+    from ..tasks import task_for
 
-    problem = spec.problem
-    out = {
-        "spec": spec.name,
-        "path": str(spec.path),
-        "n": problem.n, "n_edges": problem.n_edges, "d": problem.d,
-        "loss": problem.loss.name, "penalty": problem.penalty.name, "lam": problem.lam,
-    }
-    out.update(result.to_row())
-    if spec.truth.W is not None and result.W is not None:
-        out["mse"] = mse(result.W, spec.truth.W)
+    task = task_for(spec)
+    out = task.summarize(spec, result)
+    if not math.isfinite(out.get("dual", math.nan)) and hasattr(task, "measure"):
+        # a CVXPY answer carries no certified bound: certify it as reports do (flows from W)
+        row, _ = task.measure(spec, result, from_primal=True)
+        if math.isfinite(row.get("dual", math.nan)):
+            out.update({k: row[k] for k in ("primal", "dual", "gap", "rel_gap")})
+            out["certified"] = "by gtvcvx (flows built from W)"
     return out
+
+
+#: Labels of the text output; other fields print under their own names.
+_LABELS = {"primal": "objective", "dual": "dual bound", "rel_gap": "rel gap"}
+#: Fields the text output leaves out (shown elsewhere or backend-internal).
+_HIDDEN = ("path", "n", "n_edges", "d", "loss", "penalty", "lam", "value", "message", "saved")
 
 
 def _fmt(value) -> str:
@@ -55,24 +59,20 @@ def run(args) -> int:
 
 def _run(args) -> int:
     from ..results import Status
-    from ..runner import run_solver
-    from ..spec import load_spec
+    from ..tasks import load_spec, solve_spec, task_for
 
     spec = load_spec(args.spec)
-    if spec.kind == "experiment":
-        raise ValueError(f"{spec.path}: an experiment spec ('{spec.experiment}') is a study, not one problem; "
+    task = task_for(spec)
+    if not getattr(task, "comparable", False):
+        raise ValueError(f"{spec.path}: this {task.kind} spec is a study, not one problem; "
                          "run it with 'gtvcvx report' or 'gtvcvx check'")
-    options = {k: v for k, v in spec.solve_options.items()}
-    solver = args.solver or options.pop("solver", "fast")
-    options.pop("solver", None)
-    for key in ("tol", "max_iter", "time_limit"):
-        value = getattr(args, key)
-        if value is not None:
-            options[key] = value
+    solver = args.solver or (spec.solve_options or {}).get("solver", "fast")
     check_solver_name(solver)
-    if spec.kind == "rkhs":
-        return _run_rkhs(spec, solver, options, args)
-    result = run_solver(spec.problem, solver, **options)
+    overrides = {key: getattr(args, key) for key in ("tol", "max_iter", "time_limit")
+                 if getattr(args, key) is not None}
+    if args.save and not hasattr(spec, "problem") or (args.save and task.kind != "gtv"):
+        raise ValueError(f"--save writes GTV results; it is not available for {task.kind} specs")
+    result = solve_spec(spec, solver, **overrides)
     summary = summarize(spec, result)
     if args.save:
         from ..io import save_result
@@ -82,49 +82,21 @@ def _run(args) -> int:
         print(json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v)
                           for k, v in summary.items()}, default=str))
     else:
-        labels = [("spec", f"{spec.name} ({spec.path})"),
-                  ("problem", f"n={problem_line(spec)}"),
-                  ("solver", result.solver), ("status", str(result.status)),
-                  ("objective", _fmt(result.primal)), ("dual bound", _fmt(result.dual)),
-                  ("gap", _fmt(result.gap)), ("rel gap", _fmt(result.rel_gap)),
-                  ("iterations", _fmt(result.iterations)),
-                  ("setup time", f"{result.setup_time:.3f} s"), ("solve time", f"{result.solve_time:.3f} s")]
-        if "mse" in summary:
-            labels.append(("mse", _fmt(summary["mse"])))
+        lines = [("spec", f"{spec.name} ({spec.path})")]
+        if hasattr(spec, "problem") and hasattr(spec.problem, "graph"):
+            lines.append(("problem", f"n={problem_line(spec)}"))
+        for key, value in summary.items():
+            if key in ("spec",) + _HIDDEN or key.startswith("res_") or value in ("", None):
+                continue
+            text = f"{value:.3f} s" if key.endswith("_time") and isinstance(value, float) else _fmt(value)
+            lines.append((_LABELS.get(key, key), text))
         if result.message:
-            labels.append(("message", result.message))
+            lines.append(("message", result.message))
         if "saved" in summary:
-            labels.append(("saved", summary["saved"]))
-        width = max(len(k) for k, _ in labels)
-        for key, value in labels:
+            lines.append(("saved", summary["saved"]))
+        width = max(len(k) for k, _ in lines)
+        for key, value in lines:
             print(f"{key:<{width}}  {value}")
-    return 0 if result.status == Status.OPTIMAL else 1
-
-
-def _run_rkhs(spec, solver, options, args) -> int:
-    """``gtvcvx solve`` on a ``kind = "rkhs"`` spec: solve, print the certificate and accuracy."""
-    import dataclasses
-
-    from ..results import Status
-    from ..rkhs import run_rkhs_spec
-
-    if args.save:
-        raise ValueError("--save writes GTV results; it is not available for rkhs specs")
-    overrides = {k: options[k] for k in ("tol", "max_iter", "time_limit") if k in options}
-    if overrides:
-        spec = dataclasses.replace(spec, solve_options={**spec.solve_options, **overrides})
-    result = run_rkhs_spec(spec, solver)
-    row = {"spec": spec.name, "path": str(spec.path), **result.to_row()}
-    if args.json:
-        print(json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()},
-                         default=str))
-    else:
-        keys = [k for k in ("spec", "solver", "method", "status", "primal", "dual", "gap", "rel_gap", "iterations",
-                            "setup_time", "solve_time", "n_kernels", "n_critical", "accuracy", "message") if k in row]
-        width = max(len(k) for k in keys)
-        for key in keys:
-            if row[key] not in ("", None):
-                print(f"{key:<{width}}  {_fmt(row[key])}")
     return 0 if result.status == Status.OPTIMAL else 1
 
 

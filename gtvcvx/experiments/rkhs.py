@@ -78,10 +78,10 @@ def _fmt(mean, std):
     return f"{mean:.3f} ± {std:.3f}" if np.isfinite(std) else f"{mean:.3f}"
 
 
-def _markdown_table(df, floatfmt=".4g") -> str:
-    from ..bench.harness import format_table
+def _markdown_table(df) -> str:
+    from ..render.tables import markdown_table
 
-    return format_table(df.to_dict("records"), list(df.columns), floatfmt=floatfmt)
+    return markdown_table(df, digits=4, nan="nan")
 
 
 def _savefig(fig, path: Path, dpi: int = 100) -> Path:
@@ -394,12 +394,14 @@ def main(argv=None) -> int:
     sub = out / "rkhs"
     params = {}
     if Path(args.spec).is_file():
-        from ..spec import load_spec
+        from ..spec import read_spec_document
 
-        spec = load_spec(args.spec)
-        if getattr(spec, "experiment", None) != "rkhs_paper":
+        doc = read_spec_document(args.spec)
+        if doc.get("kind") != "experiment" or doc.get("experiment") != "rkhs_paper":
             parser.error(f"{args.spec} is not an 'rkhs_paper' experiment spec")
-        params = spec.params
+        params = doc.get("params", {})
+        if not isinstance(params, dict):
+            parser.error(f"{args.spec}: params: expected a table")
     result = paper(params, sub, quick=args.quick)
     for name, df in result.tables.items():
         atomic_write_text(sub / f"{name}.csv", df.to_csv(index=False))

@@ -1,13 +1,12 @@
-"""Declarative CVXPY reference statements and the backend wrapper.
+"""Declarative CVXPY reference statements of GTV and convex clustering, and the backend wrapper.
 
-CVXPY is imported only when a statement is built or solved.
+CVXPY is imported only when a statement is built or solved. The RKHS classifier's statements
+live with their family in :mod:`gtvcvx.rkhs.reference` (they use :func:`run_cvxpy` from here).
 """
 
 from .backend import installed_backends, run_cvxpy
 from .clustering import solve_clustering
 from .gtv import dual_statement, primal_statement, solve_dual, solve_primal
-from .rkhs import rkhs_dual_statement, rkhs_primal_statement, solve_rkhs_dual, solve_rkhs_primal
 
 __all__ = ["solve_primal", "solve_dual", "primal_statement", "dual_statement", "installed_backends",
-           "run_cvxpy", "solve_rkhs_dual", "solve_rkhs_primal", "rkhs_dual_statement", "rkhs_primal_statement",
-           "solve_clustering"]
+           "run_cvxpy", "solve_clustering"]

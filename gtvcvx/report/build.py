@@ -20,22 +20,23 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import shutil
 import tempfile
 import re
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ..io import atomic_write_text
-from .compare import SKIPPED, format_number, problem_size, run_comparison, select_solvers
-from .html import html_page, markdown_to_html, sanitize_markdown
+from ..render.html import html_page, markdown_to_html, sanitize_markdown
+from ..render.markdown import rebase_markdown
+from ..render.tables import format_number, json_value, markdown_table as _markdown_table, records, write_table
+from ..tasks import ReportContext, SpecReport, find_specs, load_spec, run_experiment, task_for
+from ..tasks.compare import REFERENCE_SIZE_LIMITS, REFERENCE_TIME_LIMIT, SKIPPED
 
 __all__ = ["build_report", "run_experiment", "SpecReport", "FORMATS", "write_table", "markdown_table"]
 
@@ -66,109 +67,20 @@ _LEGEND = {
 }
 
 
-@dataclass
-class SpecReport:
-    """One spec's part of a report."""
-
-    name: str
-    slug: str
-    path: str
-    kind: str
-    description: str = ""
-    seed: object = None
-    sizes: dict = field(default_factory=dict)
-    table: pd.DataFrame | None = None
-    reference: str | None = None
-    memory: str | None = None
-    figures: list = field(default_factory=list)  # paths relative to the output directory
-    files: list = field(default_factory=list)  # paths relative to the output directory
-    notes: list = field(default_factory=list)
-    experiment_markdown: str = ""
-    experiment_dir: str = ""  # where the experiment wrote its figures, relative to the output directory
-    measured: dict = field(default_factory=dict)
-    error: str = ""
-    elapsed: float = 0.0
-
-
 # ---------------------------------------------------------------------------------------
 # tables
 # ---------------------------------------------------------------------------------------
+def _decorate(column, value, row):
+    if column == "status" and value not in ("optimal", SKIPPED):
+        return f"**{value}**"
+    if column == "solver" and bool(row.get("reference", False)):
+        return f"{value} (ref)"
+    return None
+
+
 def markdown_table(df: pd.DataFrame, columns=None, digits: int = 4) -> str:
-    """A Markdown table of ``df`` with compact numbers (``nan`` shown empty)."""
-    if df is None or len(df) == 0:
-        return "(no rows)"
-    columns = [c for c in (columns or list(df.columns)) if c in df.columns]
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    for _, row in df.iterrows():
-        cells = []
-        for c in columns:
-            v = row[c]
-            if c == "status" and v not in ("optimal", SKIPPED):
-                text = f"**{v}**"
-            elif c == "solver" and bool(row.get("reference", False)):
-                text = f"{v} (ref)"
-            else:
-                text = format_number(v, digits)
-            cells.append(text.replace("|", "\\|").replace("\n", " "))
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def _json_value(v):
-    if isinstance(v, (np.integer,)):
-        return int(v)
-    if isinstance(v, (np.floating, float)):
-        v = float(v)
-        return v if math.isfinite(v) else (None if math.isnan(v) else ("inf" if v > 0 else "-inf"))
-    if isinstance(v, (np.bool_,)):
-        return bool(v)
-    return v
-
-
-def _records(df: pd.DataFrame) -> list[dict]:
-    return [{k: _json_value(v) for k, v in row.items()} for row in df.to_dict(orient="records")]
-
-
-def write_table(df: pd.DataFrame, stem: Path, formats) -> list[Path]:
-    """Write ``df`` as ``stem.csv`` / ``stem.json`` / ``stem.md`` for the requested formats."""
-    written = []
-    if "csv" in formats:
-        atomic_write_text(stem.with_suffix(".csv"), df.to_csv(index=False, float_format="%.17g"))
-        written.append(stem.with_suffix(".csv"))
-    if "json" in formats:
-        atomic_write_text(stem.with_suffix(".json"), json.dumps(_records(df), indent=1) + "\n")
-        written.append(stem.with_suffix(".json"))
-    return written
-
-
-# ---------------------------------------------------------------------------------------
-# experiments
-# ---------------------------------------------------------------------------------------
-def run_experiment(spec, out_dir, *, quick: bool = False):
-    """Run an experiment spec's function with its params, writing its figures into ``out_dir``.
-
-    Returns the :class:`~gtvcvx.experiments.ExperimentOutput`.
-    """
-    from ..experiments import get_experiment
-
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    function = get_experiment(spec.experiment)
-    return function(dict(spec.params), out_dir, quick=quick)
-
-
-def _rebase_markdown(text: str, prefix: str, demote: int = 0) -> str:
-    """Prefix relative link/image targets with ``prefix`` and demote headings by ``demote`` levels."""
-    def link(m):
-        target = m.group(2)
-        if re.match(r"^([a-z]+:|#|/)", target):
-            return m.group(0)
-        return f"{m.group(1)}({prefix}/{target})"
-
-    text = re.sub(r"(!?\[[^\]]*\])\(([^)\s]+)\)", link, text)
-    if demote:
-        text = re.sub(r"^(#{1,6})(?=\s)", lambda m: "#" * min(6, len(m.group(1)) + demote), text, flags=re.M)
-    return text
+    """A solver table in Markdown: non-optimal statuses in bold, the reference row marked."""
+    return _markdown_table(df, columns, digits, decorate=_decorate)
 
 
 # ---------------------------------------------------------------------------------------
@@ -181,26 +93,6 @@ def _slug(name: str, used: set) -> str:
         slug, k = f"{base}-{k}", k + 1
     used.add(slug)
     return slug
-
-
-def _sizes(spec) -> dict:
-    problem = getattr(spec, "problem", None)
-    if problem is None:
-        return {}
-    if hasattr(problem, "graph"):
-        return {"n": problem.n, "edges": problem.n_edges, "d": problem.d, "loss": problem.loss.name,
-                "penalty": problem.penalty.name, "lam": problem.lam, "size": problem_size(problem)}
-    out = {"size": problem_size(problem)}
-    for key in ("N", "M", "gamma", "eps"):
-        if hasattr(problem, key):
-            value = getattr(problem, key)
-            if isinstance(value, (int, float, np.integer, np.floating)):
-                out[key] = value
-    return out
-
-
-def _relpath(path: Path, root: Path) -> str:
-    return Path(path).resolve().relative_to(root.resolve()).as_posix()
 
 
 def _spec_markdown(rep: SpecReport, link_prefix: str = "", level: int = 1, *, full: bool = True,
@@ -233,7 +125,7 @@ def _spec_markdown(rep: SpecReport, link_prefix: str = "", level: int = 1, *, fu
         if messages:
             lines.append("")
     if rep.experiment_markdown and full:
-        lines += [_rebase_markdown(rep.experiment_markdown, f"{link_prefix}{rep.experiment_dir}", demote=level), ""]
+        lines += [rebase_markdown(rep.experiment_markdown, f"{link_prefix}{rep.experiment_dir}", demote=level), ""]
     elif rep.experiment_markdown:
         title = rep.experiment_markdown.splitlines()[0].lstrip("#").strip()
         lines += [f"Experiment: **{title}** ([full text]({link_prefix}specs/{rep.slug}/report.md)).", ""]
@@ -242,7 +134,7 @@ def _spec_markdown(rep: SpecReport, link_prefix: str = "", level: int = 1, *, fu
         lines += [f"| {k} | {format_number(v, 6)} |" for k, v in rep.measured.items()]
         lines.append("")
     figures = rep.figures
-    if rep.kind == "experiment" and full:  # the experiment's text shows its figures; add the others
+    if rep.experiment_markdown and full:  # the experiment's text shows its figures; add the others
         figures = [f for f in rep.figures if Path(f).name not in rep.experiment_markdown]
     for fig in figures:
         if seen_figures is not None and root is not None and (root / fig).is_file():
@@ -263,123 +155,10 @@ def _spec_markdown(rep: SpecReport, link_prefix: str = "", level: int = 1, *, fu
     return "\n".join(lines)
 
 
-def _run_spec(spec, rep: SpecReport, out: Path, *, solvers, formats, progress, quick, time_limit,
-              size_limits, memory):
-    spec_dir = out / "specs" / rep.slug
+def _run_spec(spec, rep: SpecReport, ctx: ReportContext):
+    spec_dir = ctx.out / "specs" / rep.slug
     spec_dir.mkdir(parents=True, exist_ok=True)
-    if rep.kind == "experiment":
-        _run_experiment_spec(spec, rep, out, spec_dir, formats=formats, progress=progress, quick=quick)
-        return
-    plan = select_solvers(spec, solvers, size_limits=size_limits)
-    skip = {s: reason for s, reason in plan if reason}
-    comparison = run_comparison(spec, [s for s, reason in plan if not reason], skip=skip, memory=memory,
-                                time_limit=time_limit, progress=progress)
-    rep.table = comparison.table
-    rep.reference = comparison.reference
-    rep.memory = comparison.memory
-    for path in write_table(comparison.table, spec_dir / "comparison", formats):
-        rep.files.append(_relpath(path, out))
-    _spec_figures(spec, rep, comparison, spec_dir, out)
-
-
-_RESERVED = ("index.md", "index.html", "README.md", "specs")
-
-
-def _run_experiment_spec(spec, rep, out, spec_dir, *, formats, progress, quick):
-    """Run an experiment spec. Its figures go to ``OUT/<stem>/`` when the spec names an
-    ``output`` page ``<stem>.md`` (the layout the experiments' own writers use), else to
-    ``OUT/specs/<name>/``; its tables, measured values and Markdown to ``OUT/specs/<name>/``."""
-    target = getattr(spec, "output", None)
-    if target and (Path(target).parts[0] in _RESERVED or Path(target).name in _RESERVED):
-        rep.notes.append(f"output {target!r} would overwrite the report's own files; not written")
-        target = None
-    exp_dir = (out / Path(target).with_suffix("")) if target else spec_dir
-    if progress is not None:
-        progress.start(f"{rep.name}: experiment {spec.experiment}")
-    try:
-        exp_dir.mkdir(parents=True, exist_ok=True)
-        output = run_experiment(spec, exp_dir, quick=quick)
-    finally:
-        if progress is not None:
-            progress.advance()
-    rep.experiment_dir = _relpath(exp_dir, out)
-    rep.experiment_markdown = f"## {output.title}\n\n{output.markdown.strip()}\n"
-    rep.measured = {k: _json_value(v) for k, v in (output.measured or {}).items()}
-    for key, df in (output.tables or {}).items():
-        stem = spec_dir / re.sub(r"[^A-Za-z0-9_.-]+", "_", str(key))
-        if "csv" in formats:
-            atomic_write_text(stem.with_suffix(".csv"), df.to_csv(index=False, float_format="%.17g"))
-            rep.files.append(_relpath(stem.with_suffix(".csv"), out))
-    if "md" in formats:
-        experiment_page = rep.experiment_markdown  # links relative to the experiment's directory
-        if exp_dir != spec_dir:
-            experiment_page = _rebase_markdown(experiment_page, "../../" + _relpath(exp_dir, out))
-        atomic_write_text(spec_dir / "experiment.md", experiment_page)
-        rep.files.append(_relpath(spec_dir / "experiment.md", out))
-    if "json" in formats:
-        atomic_write_text(spec_dir / "measured.json", json.dumps(rep.measured, indent=1, sort_keys=True) + "\n")
-        rep.files.append(_relpath(spec_dir / "measured.json", out))
-    if target and "md" in formats:
-        page = out / target
-        prefix = "../" * (len(Path(target).parts) - 1) + _relpath(exp_dir, out)
-        atomic_write_text(page, f"# {output.title}\n\n" + _rebase_markdown(output.markdown.strip(), prefix) + "\n")
-        rep.files.append(_relpath(page, out))
-    for fig in output.figures or []:
-        fig = Path(fig)
-        if not fig.is_absolute() and not fig.is_file():  # relative to the experiment's directory
-            fig = exp_dir / fig
-        if fig.is_file() and fig.suffix.lower() in (".png", ".jpg", ".jpeg", ".gif", ".svg"):
-            rel = _relpath(fig, out)
-            if rel not in rep.figures:
-                rep.figures.append(rel)
-
-
-def _spec_figures(spec, rep, comparison, spec_dir, out):
-    from . import plots
-
-    figures = []
-    try:
-        path = plots.convergence_figure(comparison.results, spec_dir / "convergence.png", title=rep.name)
-        if path is not None:
-            figures.append(path)
-    except Exception as exc:  # noqa: BLE001 - a figure never stops a report
-        rep.notes.append(f"convergence plot failed: {type(exc).__name__}: {exc}")
-    problem = getattr(spec, "problem", None)
-    if rep.kind == "gtv" and problem is not None and problem.loss.name == "squared_distance":
-        try:
-            truth = getattr(spec, "truth", None)
-            path = plots.clusterpath_figure(problem, spec_dir / "clusterpath.png", title=f"{rep.name}: clusterpath",
-                                            labels=None if truth is None else truth.labels)
-            if path is None:
-                rep.notes.append("clusterpath not drawn: gtvcvx.clustering is not available")
-            else:
-                figures.append(path)
-        except Exception as exc:  # noqa: BLE001
-            rep.notes.append(f"clusterpath failed: {type(exc).__name__}: {exc}")
-    if rep.kind == "rkhs":
-        result = comparison.results.get(comparison.reference) or next(iter(comparison.results.values()), None)
-        dim = _rkhs_dim(spec)
-        if result is not None and dim == 2:
-            try:
-                path = plots.decision_boundary_figure(spec, result, spec_dir / "decision_boundary.png",
-                                                      title=f"{rep.name}: {result.solver}")
-                if path is not None:
-                    figures.append(path)
-            except Exception as exc:  # noqa: BLE001
-                rep.notes.append(f"decision boundary failed: {type(exc).__name__}: {exc}")
-    for path in figures:
-        rel = _relpath(path, out)
-        rep.figures.append(rel)
-        rep.files.append(rel)
-
-
-def _rkhs_dim(spec) -> int | None:
-    problem = getattr(spec, "problem", None)
-    X = getattr(problem, "X", None)
-    if X is not None and np.ndim(X) == 2:
-        return int(np.shape(X)[1])
-    dictionary = getattr(problem, "dictionary", None)
-    return getattr(dictionary, "dim", None)
+    task_for(spec).write_section(spec, rep, spec_dir, ctx)
 
 
 # ---------------------------------------------------------------------------------------
@@ -507,10 +286,6 @@ def build_report(paths, out_dir, *, solvers=None, formats=FORMATS, progress=None
     SpecError
         A spec is malformed (raised before anything runs).
     """
-    from ..environment import environment
-    from ..spec import find_specs, load_spec
-    from .compare import REFERENCE_SIZE_LIMITS, REFERENCE_TIME_LIMIT
-
     formats = tuple(formats)
     unknown = set(formats) - set(FORMATS)
     if unknown:
@@ -525,13 +300,13 @@ def build_report(paths, out_dir, *, solvers=None, formats=FORMATS, progress=None
     reports = []
     plans = []
     for spec, path in zip(specs, spec_paths):
-        kind = getattr(spec, "kind", "gtv")
-        rep = SpecReport(name=sanitize_markdown(spec.name), slug=_slug(spec.name, used), path=Path(path).as_posix(), kind=kind,
+        task = task_for(spec)
+        rep = SpecReport(name=sanitize_markdown(spec.name), slug=_slug(spec.name, used), path=Path(path).as_posix(),
+                         kind=task.kind,
                          description=sanitize_markdown(" ".join(str(getattr(spec, "description", "") or "").split())),
-                         seed=getattr(spec, "seed", None), sizes=_sizes(spec))
+                         seed=getattr(spec, "seed", None), sizes=task.sizes(spec))
         reports.append(rep)
-        plans.append(1 if kind == "experiment" else
-                     sum(1 for _, reason in select_solvers(spec, solvers, size_limits=size_limits) if not reason))
+        plans.append(task.units(spec, solvers, size_limits))
     if progress is not None:
         progress.total = sum(plans)
     final = out
@@ -581,13 +356,13 @@ def _write_report(specs, reports, out, final, *, paths, solvers, formats, progre
                   size_limits, memory, command, t0):
     """Run the specs and write every file of the report under ``out`` (the staging folder)."""
     from ..environment import environment
-    from .compare import REFERENCE_SIZE_LIMITS, REFERENCE_TIME_LIMIT
 
+    ctx = ReportContext(out=out, solvers=solvers, formats=formats, progress=progress, quick=quick,
+                        time_limit=time_limit, size_limits=size_limits, memory=memory)
     for spec, rep in zip(specs, reports):
         s0 = time.perf_counter()
         try:
-            _run_spec(spec, rep, out, solvers=solvers, formats=formats, progress=progress, quick=quick,
-                      time_limit=time_limit, size_limits=size_limits, memory=memory)
+            _run_spec(spec, rep, ctx)
         except Exception as exc:  # noqa: BLE001 - one failing spec never stops the report
             rep.error = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
             if progress is not None:
@@ -610,9 +385,9 @@ def _write_report(specs, reports, out, final, *, paths, solvers, formats, progre
         atomic_write_text(out / "specs" / "summary.csv", summary.to_csv(index=False, float_format="%.17g"))
     if "json" in formats:
         doc = {"command": command, "environment": env, "selection_rule": rule, "memory": memory_method,
-               "specs": [{"name": r.name, "path": r.path, "kind": r.kind, "seed": _json_value(r.seed),
-                          "sizes": {k: _json_value(v) for k, v in r.sizes.items()}, "reference": r.reference,
-                          "rows": _records(r.table) if r.table is not None else [], "measured": r.measured,
+               "specs": [{"name": r.name, "path": r.path, "kind": r.kind, "seed": json_value(r.seed),
+                          "sizes": {k: json_value(v) for k, v in r.sizes.items()}, "reference": r.reference,
+                          "rows": records(r.table) if r.table is not None else [], "measured": r.measured,
                           "files": r.files, "notes": r.notes, "error": r.error, "seconds": round(r.elapsed, 3)}
                          for r in reports]}
         atomic_write_text(out / "specs" / "report.json", json.dumps(doc, indent=1) + "\n")

@@ -8,7 +8,7 @@
 * :func:`federated_fit` - the federated protocol (agents send critical samples only);
 * :func:`run_rkhs_spec`, :func:`plot_decision_boundary` - ``kind = "rkhs"`` specs.
 
-The CVXPY reference statements live in :mod:`gtvcvx.reference.rkhs`.
+The CVXPY reference statements live in :mod:`gtvcvx.rkhs.reference`.
 """
 
 from .certificate import Certificate, certify, hard_margin_feasible_point

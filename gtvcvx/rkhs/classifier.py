@@ -37,7 +37,7 @@ def solve_problem(problem: RKHSProblem, solver: str = "fast", *, method: str = "
     if solver == "fast":
         return solve_dual(problem, method=method, tol=tol, max_iter=max_iter, time_limit=time_limit, lam0=lam0,
                           critical_tol=critical_tol, **opts)
-    from ..reference.rkhs import solve_rkhs_dual, solve_rkhs_primal
+    from .reference import solve_rkhs_dual, solve_rkhs_primal
 
     if max_iter is not None:
         opts.setdefault("max_iter", max_iter)

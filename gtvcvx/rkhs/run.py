@@ -33,7 +33,7 @@ def run_rkhs_spec(spec: RKHSSpec, solver: str = "fast") -> RKHSResult:
         ``info["accuracy_on"] == "train"``).
     """
     if not isinstance(spec, RKHSSpec):
-        raise TypeError(f"spec must be an RKHSSpec (from gtvcvx.spec.load_spec), got {type(spec).__name__}")
+        raise TypeError(f"spec must be an RKHSSpec (from gtvcvx.load_spec), got {type(spec).__name__}")
     solver = _normalize_solver(solver)
     opts = spec.solve_options
     backend = dict(opts.get("backend_options", {}).get(solver, {})) if solver != "fast" else None

@@ -46,7 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..spec import MAX_SPEC_ELEMENTS, SpecError, _Table, read_checks, read_sections, read_solve_options
+from ..spec import MAX_SPEC_ELEMENTS, SpecError, Table, read_checks, read_sections, read_solve_options
 from .dictionary import Dictionary
 from .problem import RKHSProblem, encode_labels
 
@@ -118,8 +118,8 @@ class RKHSSpec:
         return self.X_test is not None
 
 
-class _T(_Table):
-    """A spec table (see :class:`gtvcvx.spec._Table`) with the list getters of RKHS specs."""
+class _T(Table):
+    """A spec table (see :class:`gtvcvx.spec.Table`) with the list getters of RKHS specs."""
 
     def number_list(self, name, *, positive=True):
         value = self.raw(name)

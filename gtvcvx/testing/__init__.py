@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from ..solvers.certificate import Certificate
 from .cache import ReferenceCache, default_cache_dir, spec_key
-from ._certify import certify, describe_failures, flow_from_primal
+from ..solvers.certify import certify, describe_failures, flow_from_primal
 
 __all__ = ["certify", "assert_optimal", "flow_from_primal", "Certificate", "ReferenceCache", "spec_key",
            "default_cache_dir"]

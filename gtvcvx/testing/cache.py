@@ -151,7 +151,7 @@ class ReferenceCache:
         """
         from ..problem import GTVProblem
         from ..runner import normalize_solver_name, run_solver
-        from ..spec import load_spec
+        from ..tasks import load_spec
 
         solver = normalize_solver_name(solver)
         if isinstance(spec, GTVProblem):

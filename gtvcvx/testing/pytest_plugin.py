@@ -20,7 +20,7 @@ Example
 ::
 
     def test_my_solver(gtvcvx_reference):
-        from gtvcvx.spec import load_spec
+        from gtvcvx import load_spec
         from gtvcvx.testing import assert_optimal
 
         spec = load_spec("problems/quick/sbm_nlasso.toml")

@@ -20,7 +20,7 @@ import numpy as np
 from scipy.sparse.csgraph import connected_components
 
 from ..problem import GTVProblem
-from ..solvers.certificate import Certificate, FlowProjector, certify_pair
+from .certificate import Certificate, FlowProjector, certify_pair
 
 __all__ = ["certify", "flow_from_primal", "describe_failures", "ZERO_THRESHOLDS"]
 

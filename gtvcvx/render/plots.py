@@ -83,29 +83,23 @@ def convergence_figure(results: dict, path, title: str = "") -> Path | None:
 
 def clusterpath_figure(problem, path, title: str = "", *, labels=None, n_lams: int = 16) -> Path | None:
     """The convex-clustering path over ``lam`` on the problem's graph and penalty (via
-    :mod:`gtvcvx.clustering`), colored by ``labels`` when given; None if that module is unavailable."""
-    from .compare import cluster_module
+    :mod:`gtvcvx.clustering`), colored by ``labels`` when given."""
+    from ..clustering import clustering_path, plot_clusterpath
 
-    module = cluster_module()
-    if module is None or not hasattr(module, "clustering_path") or not hasattr(module, "plot_clusterpath"):
-        return None
-    cluster_path = module.clustering_path(problem.loss.points, graph=problem.graph, penalty=problem.penalty,
-                                          n_lams=n_lams)
+    cluster_path = clustering_path(problem.loss.points, graph=problem.graph, penalty=problem.penalty, n_lams=n_lams)
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(4.5, 4.0), constrained_layout=True)
     kwargs = {"color_by": labels} if labels is not None else {}
-    module.plot_clusterpath(cluster_path, ax=ax, **kwargs)
+    plot_clusterpath(cluster_path, ax=ax, **kwargs)
     if title:
         ax.set_title(title, fontsize="medium")
     return save_figure(fig, path)
 
 
 def decision_boundary_figure(spec, result, path, title: str = "") -> Path | None:
-    """The RKHS classifier's decision boundary for 2-D data (via :mod:`gtvcvx.rkhs`), or None."""
-    try:
-        from ..rkhs import plot_decision_boundary
-    except ImportError:
-        return None
+    """The RKHS classifier's decision boundary for 2-D data (via :mod:`gtvcvx.rkhs`)."""
+    from ..rkhs import plot_decision_boundary
+
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(4.5, 4.0), constrained_layout=True)
     try:

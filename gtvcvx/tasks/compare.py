@@ -1,29 +1,27 @@
 """Run several solvers on one spec or problem and compare them in one pandas table.
 
 Every row carries an *honest* certified gap: CVXPY backends return only ``W``, so their
-solutions are certified by gtvcvx's own certificate (:func:`gtvcvx.testing.certify`, which
-builds a dual-feasible flow from ``W``), exactly like the fast core's.
+solutions are certified by gtvcvx's own certificate (:func:`gtvcvx.solvers.certify.certify`,
+which builds a dual-feasible flow from ``W``), exactly like the fast core's. Each row comes
+from the task of the spec's kind (:meth:`ProblemTask.run`), so this module never switches on
+kinds.
 """
 
 from __future__ import annotations
 
-import gc
-import math
-import os
-import threading
 import time
-import tracemalloc
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
+from ..memory import MemoryMeter
 from ..problem import GTVProblem
 from ..results import Status
+from ._base import task_for
 
-__all__ = ["compare", "run_comparison", "Comparison", "select_solvers", "problem_size", "truth_metrics",
-           "MemoryMeter", "DEFAULT_SOLVERS", "REFERENCE_SIZE_LIMITS", "REFERENCE_TIME_LIMIT", "SKIPPED",
-           "cluster_module"]
+__all__ = ["compare", "run_comparison", "Comparison", "select_solvers", "problem_size", "as_spec",
+           "DEFAULT_SOLVERS", "REFERENCE_SIZE_LIMITS", "REFERENCE_TIME_LIMIT", "SKIPPED", "timed_run"]
 
 #: Solvers compared by default: the fast core and the two CVXPY references.
 DEFAULT_SOLVERS = ("fast", "CLARABEL", "SCS")
@@ -39,15 +37,6 @@ REFERENCE_TIME_LIMIT = 300.0
 
 #: Status of a row whose solver was not run (with the reason in ``message``).
 SKIPPED = "skipped"
-
-def cluster_module():
-    """:mod:`gtvcvx.clustering` if it is available (it provides ``cluster_labels``), else None."""
-    try:
-        from .. import clustering
-    except ImportError:
-        return None
-    return clustering if hasattr(clustering, "cluster_labels") else None
-
 
 # ---------------------------------------------------------------------------------------
 # sizes and solver selection
@@ -68,19 +57,24 @@ def problem_size(problem) -> int:
     return n_samples
 
 
-def _spec_problem(spec_or_problem):
-    """(spec or None, problem) of a Spec / RKHS spec / GTVProblem."""
+def as_spec(spec_or_problem):
+    """A spec for a Spec / RKHS spec / bare GTVProblem (wrapped in an anonymous GTV spec).
+
+    Raises ValueError for specs that are run rather than compared (experiments).
+    """
     if isinstance(spec_or_problem, GTVProblem):
-        return None, spec_or_problem
-    kind = getattr(spec_or_problem, "kind", None)
-    if kind == "experiment":
-        raise ValueError(f"{getattr(spec_or_problem, 'path', '')}: experiment specs are run, not compared "
-                         "(use gtvcvx.report.run_experiment or `gtvcvx report`)")
-    problem = getattr(spec_or_problem, "problem", None)
-    if problem is None:
+        from ..data import GroundTruth
+        from ..spec import Spec
+
+        return Spec(name="problem", path=None, problem=spec_or_problem, truth=GroundTruth(None, None))
+    if getattr(spec_or_problem, "problem", None) is None and not hasattr(spec_or_problem, "kind"):
         raise TypeError("expected a gtvcvx Spec (kind 'gtv' or 'rkhs') or a GTVProblem, got "
                         f"{type(spec_or_problem).__name__}")
-    return spec_or_problem, problem
+    task = task_for(spec_or_problem)
+    if not getattr(task, "comparable", False):
+        raise ValueError(f"{getattr(spec_or_problem, 'path', '')}: {task.kind} specs are run, not compared "
+                         "(use gtvcvx.tasks.experiment.run_experiment or `gtvcvx report`)")
+    return spec_or_problem
 
 
 def select_solvers(spec_or_problem, solvers=None, *, size_limits=None) -> list[tuple[str, str]]:
@@ -94,7 +88,7 @@ def select_solvers(spec_or_problem, solvers=None, *, size_limits=None) -> list[t
     """
     from ..runner import normalize_solver_name
 
-    _, problem = _spec_problem(spec_or_problem)
+    problem = as_spec(spec_or_problem).problem
     if solvers is not None:
         return [(normalize_solver_name(s), "") for s in solvers]
     limits = dict(REFERENCE_SIZE_LIMITS if size_limits is None else size_limits)
@@ -107,148 +101,6 @@ def select_solvers(spec_or_problem, solvers=None, *, size_limits=None) -> list[t
                                 f"{solver} reference limit {limit:,}; ask for it with --solvers"))
         else:
             out.append((solver, ""))
-    return out
-
-
-# ---------------------------------------------------------------------------------------
-# memory
-# ---------------------------------------------------------------------------------------
-_LIBC = []
-
-
-def release_free_memory() -> None:
-    """Collect garbage and return freed heap memory to the OS (glibc ``malloc_trim``), so that
-    the resident set size afterwards reflects live memory only."""
-    gc.collect()
-    if not _LIBC:
-        try:
-            import ctypes
-
-            _LIBC.append(ctypes.CDLL("libc.so.6"))
-        except (OSError, AttributeError):
-            _LIBC.append(None)
-    libc = _LIBC[0]
-    if libc is not None:
-        try:
-            libc.malloc_trim(0)
-        except AttributeError:  # not glibc
-            pass
-
-
-def _rss_bytes() -> int | None:
-    try:
-        with open("/proc/self/statm") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError, AttributeError):
-        return None
-
-
-class MemoryMeter:
-    """Peak memory of a block of code, in MiB (``.peak_mb`` after the block).
-
-    ``method="rss"`` (default on Linux): the resident set size sampled every 5 ms from
-    ``/proc/self/statm`` in a background thread, peak minus the value before the block. Before
-    the block, freed memory is handed back to the OS (``gc.collect`` and glibc's
-    ``malloc_trim``) so that allocations of the block show up as growth. It sees native
-    allocations of compiled backends (Clarabel, SCS); it may miss peaks shorter than the
-    sampling interval and memory reused from allocator caches that could not be trimmed, so
-    it is a lower bound. ``method="tracemalloc"``: the peak of Python's allocation
-    tracer (NumPy arrays included, native backend allocations not), with its overhead on
-    Python-heavy code such as CVXPY's compilation. ``None`` measures nothing.
-    """
-
-    COLUMNS = {"rss": "peak_rss_delta_mb", "tracemalloc": "peak_traced_mb"}
-
-    def __init__(self, method: str | None = "rss", interval: float = 0.005):
-        if method not in (None, "rss", "tracemalloc"):
-            raise ValueError(f"memory must be 'rss', 'tracemalloc' or None, got {method!r}")
-        if method == "rss" and _rss_bytes() is None:
-            method = "tracemalloc"  # no /proc on this platform
-        self.method = method
-        self.interval = interval
-        self.peak_mb = float("nan")
-        self._stop = threading.Event()
-        self._thread = None
-        self._peak = 0
-        self._base = 0
-        self._was_tracing = False
-
-    @property
-    def column(self) -> str | None:
-        return self.COLUMNS.get(self.method)
-
-    def _sample(self):
-        while not self._stop.wait(self.interval):
-            value = _rss_bytes()
-            if value is not None and value > self._peak:
-                self._peak = value
-
-    def __enter__(self):
-        if self.method == "rss":
-            release_free_memory()
-            self._base = self._peak = _rss_bytes() or 0
-            self._thread = threading.Thread(target=self._sample, daemon=True)
-            self._thread.start()
-        elif self.method == "tracemalloc":
-            self._was_tracing = tracemalloc.is_tracing()
-            if not self._was_tracing:
-                tracemalloc.start()
-            tracemalloc.reset_peak()
-            self._base = tracemalloc.get_traced_memory()[0]
-        return self
-
-    def __exit__(self, *exc):
-        if self.method == "rss":
-            self._stop.set()
-            self._thread.join()
-            last = _rss_bytes() or 0
-            self.peak_mb = max(self._peak, last) - self._base
-            self.peak_mb = max(self.peak_mb, 0) / 2**20
-        elif self.method == "tracemalloc":
-            peak = tracemalloc.get_traced_memory()[1]
-            if not self._was_tracing:
-                tracemalloc.stop()
-            self.peak_mb = max(peak - self._base, 0) / 2**20
-        return False
-
-
-# ---------------------------------------------------------------------------------------
-# accuracy against ground truth
-# ---------------------------------------------------------------------------------------
-def _train_accuracy(problem: GTVProblem, W) -> float:
-    loss = problem.loss
-    if loss.name != "logistic" or loss.X_all.shape[0] == 0:
-        return float("nan")
-    scores = np.einsum("kd,kd->k", loss.X_all, np.asarray(W)[loss.node_of_sample])
-    return float(np.mean(np.where(scores >= 0, 1.0, -1.0) == loss.y_all))
-
-
-def truth_metrics(spec, problem: GTVProblem, W, U=None) -> dict:
-    """Accuracy of a GTV solution against the spec's ground truth, where it has one.
-
-    * ``mse``: mean squared error of the local models against ``truth.W``;
-    * ``ari``: adjusted Rand index of the clusters (:func:`gtvcvx.clustering.cluster_labels`)
-      against ``truth.labels`` for convex-clustering specs (loss ``squared_distance``); absent
-      when :mod:`gtvcvx.clustering` is not available;
-    * ``n_clusters``: the number of clusters found (same condition);
-    * ``accuracy``: training accuracy of logistic local models, ``sign(x^T w_i) == y``.
-    """
-    from ..metrics import adjusted_rand_index, mse
-
-    out = {}
-    if W is None:
-        return out
-    truth = getattr(spec, "truth", None)
-    if truth is not None and truth.W is not None and np.shape(truth.W) == np.shape(W):
-        out["mse"] = mse(W, truth.W)
-    if (truth is not None and truth.labels is not None and problem.loss.name == "squared_distance"):
-        module = cluster_module()
-        if module is not None:
-            clusters = module.cluster_labels(problem, W, U)
-            out["ari"] = adjusted_rand_index(truth.labels, clusters.labels)
-            out["n_clusters"] = int(clusters.n_clusters)
-    if problem.loss.name == "logistic":
-        out["accuracy"] = _train_accuracy(problem, W)
     return out
 
 
@@ -286,64 +138,16 @@ _TAIL_COLUMNS = ["value", "setup_time", "solve_time", "certify_time", "wall_time
 _USABLE = (Status.OPTIMAL, Status.INACCURATE, Status.MAX_ITER, Status.TIME_LIMIT)
 
 
-def _solve_options(spec, solver, time_limit):
-    options = dict(getattr(spec, "solve_options", {}) or {}) if spec is not None else {}
-    options.pop("solver", None)
-    if solver != "fast":
-        options.pop("tol", None)
-        options.setdefault("time_limit", time_limit if time_limit is not None else REFERENCE_TIME_LIMIT)
-    elif time_limit is not None:
-        options.setdefault("time_limit", time_limit)
-    return options
-
-
-def _run_gtv(problem, spec, solver, memory, time_limit, fast_options):
-    from ..runner import run_solver
-    from ..testing._certify import certify
-
-    options = _solve_options(spec, solver, time_limit)
-    if solver == "fast":
-        options.update(fast_options)
+def timed_run(task, spec, solver, *, memory, time_limit, fast_options):
+    """``task.run`` with wall time and peak memory added to its row."""
     meter = MemoryMeter(memory)
     wall0 = time.perf_counter()
     with meter:
-        result = run_solver(problem, solver, **options)
-    wall = time.perf_counter() - wall0
-    row = {"solver": result.solver, "status": str(result.status)}
-    cert = None
-    c0 = time.perf_counter()
-    if result.W is not None and np.isfinite(result.W).all():
-        cert = certify(problem, result.W, result.U)
-        row.update(primal=cert.primal, dual=cert.dual, gap=cert.gap, rel_gap=cert.rel_gap)
-    else:
-        row.update(primal=float("nan"), dual=float("nan"), gap=float("nan"), rel_gap=float("nan"))
-    certify_time = time.perf_counter() - c0
-    row.update(setup_time=result.setup_time, solve_time=result.solve_time, certify_time=certify_time,
-               wall_time=wall, iterations=result.iterations, value=result.value)
+        row, result, cert = task.run(spec, solver, time_limit=time_limit, fast_options=fast_options)
+    row["wall_time"] = time.perf_counter() - wall0
     if meter.column:
         row[meter.column] = meter.peak_mb
-    if spec is not None and result.W is not None:
-        row.update(truth_metrics(spec, problem, result.W, cert.U if cert is not None else None))
-    row["message"] = result.message
     return row, result, cert
-
-
-def _run_rkhs(spec, solver, memory):
-    from ..rkhs import run_rkhs_spec
-
-    meter = MemoryMeter(memory)
-    wall0 = time.perf_counter()
-    with meter:
-        result = run_rkhs_spec(spec, solver=solver)
-    wall = time.perf_counter() - wall0
-    row = dict(result.to_row())
-    row["status"] = str(result.status)
-    row.setdefault("message", "")
-    row["wall_time"] = wall
-    row["certify_time"] = 0.0
-    if meter.column:
-        row[meter.column] = meter.peak_mb
-    return row, result, None
 
 
 def _failure_row(solver, status, message):
@@ -374,8 +178,8 @@ def run_comparison(spec_or_problem, solvers=DEFAULT_SOLVERS, *, skip=None, memor
     """
     from ..runner import normalize_solver_name
 
-    spec, problem = _spec_problem(spec_or_problem)
-    is_rkhs = getattr(spec, "kind", "gtv") == "rkhs"
+    spec = as_spec(spec_or_problem)
+    task = task_for(spec)
     skip = {normalize_solver_name(k): v for k, v in (skip or {}).items()}
     fast_options = dict(fast_options or {})
     names = [normalize_solver_name(s) for s in solvers]
@@ -398,10 +202,8 @@ def run_comparison(spec_or_problem, solvers=DEFAULT_SOLVERS, *, skip=None, memor
                                              f"backend {solver} is not installed "
                                              f"(installed: {', '.join(installed_backends())})"))
                     continue
-            if is_rkhs:
-                row, result, cert = _run_rkhs(spec, solver, memory)
-            else:
-                row, result, cert = _run_gtv(problem, spec, solver, memory, time_limit, fast_options)
+            row, result, cert = timed_run(task, spec, solver, memory=memory, time_limit=time_limit,
+                                          fast_options=fast_options)
             results[solver] = result
             if cert is not None:
                 certificates[solver] = cert
@@ -423,14 +225,14 @@ def run_comparison(spec_or_problem, solvers=DEFAULT_SOLVERS, *, skip=None, memor
     if usable:
         i_ref = min(usable, key=lambda i: (rows[i]["rel_gap"], i))
         reference = rows[i_ref]["solver"]
-        value_key = "dual" if is_rkhs else "primal"  # RKHS: the dual is the convex problem solved
+        value_key = task.objective  # the value of the convex problem the solvers solve
         p_ref = rows[i_ref][value_key]
-        x_ref = _solution_of(results.get(reference))
+        x_ref = task.solution_of(results.get(reference))
         obj_err, sol_err = [], []
         for r in rows:
             p = r.get(value_key, np.nan)
             obj_err.append(abs(p - p_ref) / max(1.0, abs(p_ref)) if np.isfinite(p) else np.nan)
-            x = _solution_of(results.get(r["solver"]))
+            x = task.solution_of(results.get(r["solver"]))
             if x is not None and x_ref is not None and x.shape == x_ref.shape:
                 sol_err.append(float(np.linalg.norm(x - x_ref) / max(1.0, np.linalg.norm(x_ref))))
             else:
@@ -486,20 +288,3 @@ def compare(spec_or_problem, solvers=DEFAULT_SOLVERS, **kwargs) -> pd.DataFrame:
     return run_comparison(spec_or_problem, solvers, **kwargs).table
 
 
-def format_number(value, digits: int = 4) -> str:
-    """Compact numbers for tables: ``nan`` -> "", floats with ``digits`` significant digits."""
-    if value is None:
-        return ""
-    if isinstance(value, (bool, np.bool_)):
-        return "yes" if value else ""
-    if isinstance(value, (int, np.integer)):
-        return str(int(value))
-    if isinstance(value, (float, np.floating)):
-        if math.isnan(value):
-            return ""
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        if value == int(value) and abs(value) < 1e6:
-            return str(int(value))
-        return f"{value:.{digits}g}"
-    return str(value)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..results import Status
-from .backend import run_cvxpy
+from ..reference.backend import run_cvxpy
 
 __all__ = ["rkhs_dual_statement", "rkhs_primal_statement", "solve_rkhs_dual", "solve_rkhs_primal"]
 
@@ -22,7 +22,7 @@ KERNEL_TOL = 1e-7
 
 
 def _check_problem(problem):
-    from ..rkhs.problem import RKHSProblem
+    from .problem import RKHSProblem
 
     if not isinstance(problem, RKHSProblem):
         raise TypeError(f"problem must be a gtvcvx.rkhs.RKHSProblem, got {type(problem).__name__}")
@@ -114,8 +114,8 @@ def _infeasible_message(problem, run, which):
 
 
 def _result(problem, run, lam, alpha_env, critical_tol):
-    from ..rkhs.certificate import certify
-    from ..rkhs.result import RKHSResult, critical_mask
+    from .certificate import certify
+    from .result import RKHSResult, critical_mask
 
     info = {"value": run.value, "method": "cvxpy"}
     if lam is None:

@@ -1,0 +1,162 @@
+"""The ``kind = "experiment"`` task: a named study from :mod:`gtvcvx.experiments`.
+
+A study runs many solves and writes its own tables, figures and Markdown; its ``[check]``
+thresholds ``max_<name>`` / ``min_<name>`` bound the values it measured.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import experiments
+from ..io import atomic_write_text
+from ..render.markdown import rebase_markdown
+from ..render.tables import json_value
+from ..spec import SpecError, Table
+from ._base import ReportContext, SpecReport, Task, register_task
+from .checks import ERROR, CheckOutcome, compare_threshold, experiment_threshold
+
+__all__ = ["ExperimentSpec", "ExperimentTask", "run_experiment", "RESERVED_NAMES"]
+
+#: Names in a report directory an experiment's ``output`` may not take.
+RESERVED_NAMES = ("index.md", "index.html", "README.md", "specs")
+
+
+@dataclass
+class ExperimentSpec:
+    """A ``kind = "experiment"`` spec: a named study from :mod:`gtvcvx.experiments` and its parameters."""
+
+    name: str
+    path: Path
+    experiment: str
+    params: dict = field(default_factory=dict)
+    checks: dict = field(default_factory=dict)
+    description: str = ""
+    config: dict = field(default_factory=dict)
+    kind: str = "experiment"
+    #: Optional file name (relative to the report directory) where ``gtvcvx report`` also
+    #: writes the experiment's Markdown, e.g. ``"paper.md"`` for the paper reproduction.
+    output: str | None = None
+
+
+def run_experiment(spec: ExperimentSpec, out_dir, *, quick: bool = False):
+    """Run an experiment spec's function with its params, writing its files into ``out_dir``.
+
+    Returns the :class:`~gtvcvx.experiments.ExperimentOutput`.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    function = experiments.get_experiment(spec.experiment)
+    return function(dict(spec.params), out_dir, quick=quick)
+
+
+class ExperimentTask(Task):
+    """Studies: many solves, their own tables, figures and text."""
+
+    kind = "experiment"
+    description = "a named study from gtvcvx.experiments (paper reproductions, sweeps)"
+    comparable = False
+    overridable_gap = False
+
+    def load(self, path, doc) -> ExperimentSpec:
+        path = Path(path)
+        top = Table(path, "", doc)
+        top.used.add("kind")
+        name = top.str("name", path.stem)
+        description = top.str("description", "")
+        experiment = top.str("experiment", choices=sorted(experiments.registry()))
+        output = top.str("output") if top.has("output") else None
+        if output is not None and (Path(output).is_absolute() or ".." in Path(output).parts
+                                   or not output.endswith(".md")):
+            raise SpecError(path, "output", f"expected a relative Markdown file name such as 'paper.md', got {output!r}")
+        params = top.raw("params", {})
+        if not isinstance(params, dict):
+            raise SpecError(path, "params", "expected a table")
+        checks = top.raw("check", {})
+        if not isinstance(checks, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                   for v in checks.values()):
+            raise SpecError(path, "check", "expected a table of numeric thresholds")
+        top.finish()
+        return ExperimentSpec(name=name, path=path, experiment=experiment, params=params, checks=dict(checks),
+                              description=description, config=doc, output=output)
+
+    def validate_checks(self, spec, checks: dict) -> None:
+        for key in checks:
+            try:
+                experiment_threshold(key)
+            except ValueError as exc:
+                raise SpecError(spec.path, f"check.{key}", str(exc)) from None
+
+    def check(self, spec, checks: dict, outcome, *, quick=False, out_dir=None, **_) -> None:
+        outcome.solver = f"experiment {spec.experiment}"
+        if out_dir is None:
+            with tempfile.TemporaryDirectory(prefix="gtvcvx-check-") as tmp:
+                output = run_experiment(spec, Path(tmp), quick=quick)
+        else:
+            output = run_experiment(spec, Path(out_dir), quick=quick)
+        outcome.status = "ran"
+        measured = output.measured or {}
+        for key, threshold in checks.items():
+            name, op = experiment_threshold(key)
+            if name not in measured:
+                outcome.outcomes.append(CheckOutcome(key, None, threshold, op, ERROR,
+                                                     f"the experiment measured no {name!r}; it measured "
+                                                     f"{sorted(measured)}"))
+                continue
+            outcome.outcomes.append(compare_threshold(key, float(measured[name]), threshold, op))
+
+    def write_section(self, spec, rep: SpecReport, spec_dir: Path, ctx: ReportContext) -> None:
+        """Run the study. Its figures go to ``OUT/<stem>/`` when the spec names an ``output``
+        page ``<stem>.md`` (the layout the experiments' own writers use), else to
+        ``OUT/specs/<name>/``; its tables, measured values and Markdown to ``OUT/specs/<name>/``."""
+        out, formats = ctx.out, ctx.formats
+        target = spec.output
+        if target and (Path(target).parts[0] in RESERVED_NAMES or Path(target).name in RESERVED_NAMES):
+            rep.notes.append(f"output {target!r} would overwrite the report's own files; not written")
+            target = None
+        exp_dir = (out / Path(target).with_suffix("")) if target else spec_dir
+        if ctx.progress is not None:
+            ctx.progress.start(f"{rep.name}: experiment {spec.experiment}")
+        try:
+            exp_dir.mkdir(parents=True, exist_ok=True)
+            output = run_experiment(spec, exp_dir, quick=ctx.quick)
+        finally:
+            if ctx.progress is not None:
+                ctx.progress.advance()
+        rep.experiment_dir = ctx.relpath(exp_dir)
+        rep.experiment_markdown = f"## {output.title}\n\n{output.markdown.strip()}\n"
+        rep.measured = {k: json_value(v) for k, v in (output.measured or {}).items()}
+        for key, df in (output.tables or {}).items():
+            stem = spec_dir / re.sub(r"[^A-Za-z0-9_.-]+", "_", str(key))
+            if "csv" in formats:
+                atomic_write_text(stem.with_suffix(".csv"), df.to_csv(index=False, float_format="%.17g"))
+                rep.files.append(ctx.relpath(stem.with_suffix(".csv")))
+        if "md" in formats:
+            experiment_page = rep.experiment_markdown  # links relative to the experiment's directory
+            if exp_dir != spec_dir:
+                experiment_page = rebase_markdown(experiment_page, "../../" + ctx.relpath(exp_dir))
+            atomic_write_text(spec_dir / "experiment.md", experiment_page)
+            rep.files.append(ctx.relpath(spec_dir / "experiment.md"))
+        if "json" in formats:
+            atomic_write_text(spec_dir / "measured.json", json.dumps(rep.measured, indent=1, sort_keys=True) + "\n")
+            rep.files.append(ctx.relpath(spec_dir / "measured.json"))
+        if target and "md" in formats:
+            page = out / target
+            prefix = "../" * (len(Path(target).parts) - 1) + ctx.relpath(exp_dir)
+            atomic_write_text(page, f"# {output.title}\n\n" + rebase_markdown(output.markdown.strip(), prefix) + "\n")
+            rep.files.append(ctx.relpath(page))
+        for fig in output.figures or []:
+            fig = Path(fig)
+            if not fig.is_absolute() and not fig.is_file():  # relative to the experiment's directory
+                fig = exp_dir / fig
+            if fig.is_file() and fig.suffix.lower() in (".png", ".jpg", ".jpeg", ".gif", ".svg"):
+                rel = ctx.relpath(fig)
+                if rel not in rep.figures:
+                    rep.figures.append(rel)
+
+
+register_task(ExperimentTask())
