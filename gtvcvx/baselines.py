@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import expit
 
-from .losses import Logistic, SquaredError
+from .capabilities import CapabilityError, provides
 from .problem import GTVProblem
 
 __all__ = ["BaselineResult", "local_only", "fedavg", "oracle_fedavg", "ifca", "fit_pooled",
@@ -105,15 +105,15 @@ def _loss_of(problem):
     if not isinstance(problem, GTVProblem):
         raise TypeError(f"problem must be a gtvcvx.GTVProblem, got {type(problem).__name__}")
     loss = problem.loss
-    if not isinstance(loss, (SquaredError, Logistic)):
-        raise ValueError(f"baselines need labelled local data (SquaredError or Logistic losses), "
-                         f"got {type(loss).__name__}")
+    if loss.data != "labelled" or not provides(loss, "smooth"):
+        raise CapabilityError(f"baselines need a smooth loss of labelled local data (e.g. SquaredError or "
+                              f"Logistic), got loss '{loss.name}'")
     return loss
 
 
 def _ridge(loss, ridge) -> float:
     if ridge is None:
-        return DEFAULT_LOGISTIC_RIDGE if isinstance(loss, Logistic) else 0.0
+        return 0.0 if provides(loss, "quadratic") else DEFAULT_LOGISTIC_RIDGE
     ridge = float(ridge)
     if not (np.isfinite(ridge) and ridge >= 0):
         raise ValueError(f"ridge must be a finite number >= 0, got {ridge!r}")
@@ -157,7 +157,7 @@ def fit_pooled(loss, nodes, ridge: float = 0.0, w0=None, *, max_iter: int = 100,
     d = loss.d
     if X.shape[0] == 0:
         return np.zeros(d), 0, True
-    if isinstance(loss, SquaredError):
+    if provides(loss, "quadratic"):  # closed form
         # min sum_k s_k (y_k - x_k^T w)^2 + (ridge/2) ||w||^2  (rows scaled by sqrt(s_k))
         root = np.sqrt(s)
         A = X * root[:, None]
@@ -247,7 +247,7 @@ def local_only(problem: GTVProblem, ridge: float | None = None) -> BaselineResul
     loss = _loss_of(problem)
     rho = _ridge(loss, ridge)
     n, d = loss.n, loss.d
-    if isinstance(loss, SquaredError):
+    if provides(loss, "quadratic"):  # closed form
         m = loss.counts[:, None].astype(float)
         denom = loss.s ** 2 + 0.5 * rho * m
         coef = np.divide(loss.s * loss.b, denom, out=np.zeros_like(loss.s), where=loss.active & (denom > 0))
@@ -402,7 +402,7 @@ def ifca(problem: GTVProblem, k: int, n_restarts: int = 10, seed=None, *, max_ro
     with_data = np.flatnonzero(has_data)
     if with_data.size == 0:
         raise ValueError("ifca needs at least one node with data")
-    local = local_only(problem, None if isinstance(loss, SquaredError) else max(rho, DEFAULT_LOGISTIC_RIDGE)).W \
+    local = local_only(problem, None if provides(loss, "quadratic") else max(rho, DEFAULT_LOGISTIC_RIDGE)).W \
         if init == "nodes" else None
     scale = None
     if init == "gaussian":

@@ -26,7 +26,7 @@ __all__ = ["CapabilityError", "optional", "capabilities", "provides", "require",
 TRAITS = {
     "smooth": "differentiable with a Lipschitz gradient (``gradient`` is the true gradient)",
     "strongly_convex": "strongly convex in w (so the optimum is unique)",
-    "separable_points": "the loss is ||w_i - a_i||^2 / 2 for given points a_i (convex clustering)",
+    "separable_points": "L_i(w) = ||w - a_i||^2 for given points a_i (convex clustering; ``loss.points``)",
     "norm": "phi is a norm (a positively homogeneous penalty with a bounded dual ball)",
     "quadratic": "phi or L is a convex quadratic",
     "classifier": "labels y in {-1, +1} predicted by sign(x^T w) (training accuracy is measured)",

@@ -38,7 +38,8 @@ from dataclasses import dataclass
 from ._accurate import gathered_residuals_dot2
 from ._validation import MAX_ELEMENTS, as_float_array, as_index_array, check_memory, check_positive_int
 
-__all__ = ["Loss", "LinearDomain", "SquaredError", "Logistic", "SquaredDistance", "DOMAIN_RTOL"]
+__all__ = ["Loss", "LinearDomain", "SquaredError", "Logistic", "SquaredDistance", "DOMAIN_RTOL", "LOSSES",
+           "register_loss", "get_loss", "build_loss"]
 
 #: Relative tolerance for deciding that a point lies in the domain of a conjugate.
 DOMAIN_RTOL = 1e-9
@@ -79,6 +80,10 @@ class Loss(ABC):
     d: int
     #: Short name used in specs and reports.
     name: str = "loss"
+    #: Declared properties (see :data:`gtvcvx.capabilities.TRAITS`).
+    traits: tuple = ()
+    #: What the loss is built from: ``"labelled"`` (per-node ``X``, ``y``) or ``"points"``.
+    data: str = "labelled"
 
     # -- shape checks -----------------------------------------------------------------
     def _check_W(self, W, name: str = "W") -> np.ndarray:
@@ -537,6 +542,7 @@ class SquaredError(_DesignLoss):
     """
 
     name = "squared_error"
+    traits = ("smooth", "quadratic")
 
     def _residual_coords(self, W):
         q = self._coords(W)
@@ -653,6 +659,7 @@ class Logistic(_DesignLoss):
     """
 
     name = "logistic"
+    traits = ("smooth", "classifier")
 
     def _validate_labels(self) -> None:
         bad = np.flatnonzero((self.y_all != 1.0) & (self.y_all != -1.0))
@@ -938,6 +945,8 @@ class SquaredDistance(Loss):
     """
 
     name = "squared_distance"
+    traits = ("smooth", "strongly_convex", "separable_points")
+    data = "points"
 
     def __init__(self, points):
         pts = as_float_array(points, "points", ndim=2)
@@ -992,3 +1001,77 @@ class SquaredDistance(Loss):
     def subset(self, nodes):
         nodes = as_index_array(nodes, "nodes", ndim=1)
         return SquaredDistance(self.points[nodes])
+
+
+# ---------------------------------------------------------------------------------------
+# registry
+# ---------------------------------------------------------------------------------------
+#: Every loss by the name specs use.
+LOSSES: dict[str, type] = {}
+_LOSS_ALIASES = {"least_squares": "squared_error", "logistic_regression": "logistic",
+                 "convex_clustering": "squared_distance"}
+
+
+def register_loss(cls):
+    """Class decorator: add a :class:`Loss` subclass to :data:`LOSSES` under ``cls.name``."""
+    if not (isinstance(cls, type) and issubclass(cls, Loss)) or cls.name in ("", "loss"):
+        raise TypeError(f"register_loss needs a named Loss subclass, got {cls!r}")
+    if cls.name in LOSSES and LOSSES[cls.name] is not cls:
+        raise ValueError(f"loss {cls.name!r} is already registered by {LOSSES[cls.name].__name__}")
+    LOSSES[cls.name] = cls
+    return cls
+
+
+def get_loss(name: str) -> type:
+    """The loss class registered under ``name`` (or an alias); ValueError listing the known ones."""
+    key = _LOSS_ALIASES.get(str(name).lower(), str(name).lower())
+    if key not in LOSSES:
+        raise ValueError(f"unknown loss {name!r}; expected one of {sorted(set(LOSSES) | set(_LOSS_ALIASES))}")
+    return LOSSES[key]
+
+
+def build_loss(name: str, params: dict | None = None, *, X=None, y=None, points=None, stacked=None) -> Loss:
+    """Build the loss ``name`` from its data and parameters (what a spec's ``[problem] loss`` says).
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`LOSSES` or an alias.
+    params : dict, optional
+        Keyword arguments of the loss's constructor (e.g. ``delta`` of a Huber loss).
+    X, y : lists of per-node arrays, optional
+        Labelled data (losses with ``data = "labelled"``).
+    points : array (n, d), optional
+        Point data (losses with ``data = "points"``).
+    stacked : tuple (X, y, node, n), optional
+        Labelled data stacked over nodes (as read from an ``.npz`` file).
+
+    Raises
+    ------
+    ValueError
+        Unknown loss, a parameter the loss does not take, or data of the wrong kind.
+    """
+    import inspect
+
+    cls = get_loss(name)
+    params = dict(params or {})
+    accepted = {p for p in list(inspect.signature(cls.__init__).parameters)[1:]
+                if p not in ("X", "y", "d", "points") and not p.startswith("_")}
+    unknown = sorted(set(params) - accepted)
+    if unknown:
+        raise ValueError(f"loss '{cls.name}' takes no parameter {unknown[0]!r}"
+                         + (f"; its parameters are {sorted(accepted)}" if accepted else "; it has no parameters"))
+    if cls.data == "points":
+        if points is None:
+            raise ValueError(f"loss '{cls.name}' needs point data ([data] generator 'blobs' or a file with "
+                             "'points')")
+        return cls(points, **params)
+    if stacked is not None:
+        return cls.from_stacked(*stacked, **params)
+    if X is None:
+        raise ValueError(f"loss '{cls.name}' needs labelled data (X, y), not points")
+    return cls(X, y, **params)
+
+
+for _cls in (SquaredError, Logistic, SquaredDistance):
+    register_loss(_cls)

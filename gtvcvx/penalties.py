@@ -35,6 +35,7 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
+from .capabilities import CapabilityError, optional
 from ._validation import as_float_array
 
 __all__ = ["Penalty", "Norm2", "Norm1", "SquaredNorm2", "CAPACITY_RTOL", "get_penalty"]
@@ -71,6 +72,8 @@ class Penalty(ABC):
     name: str = "penalty"
     #: True when ``phi`` is a norm (conjugate = indicator of the dual-norm ball).
     is_norm: bool = True
+    #: Declared properties (see :data:`gtvcvx.capabilities.TRAITS`).
+    traits: tuple = ()
 
     # -- checked public vocabulary -------------------------------------------------------
     def edge_values(self, Z, scale) -> np.ndarray:
@@ -154,16 +157,28 @@ class Penalty(ABC):
     #: ``mu`` with ``phi(z) >= mu ||z||_2`` (norm penalties only).
     l2_lower: float = 1.0
 
-    def _dual_ball_l2(self, d: int) -> float:
-        """Largest ``||u||_2`` on the unit dual-norm ball in dimension ``d``."""
+    #: Geometry of the unit dual-norm ball, for solvers that need more than its projection:
+    #: ``"l2"`` (Euclidean ball), ``"linf"`` (box), or None (not a norm). Solvers that need a
+    #: geometry refuse others with a message naming it (see :mod:`gtvcvx.capabilities`).
+    dual_ball: str | None = None
+
+    def dual_ball_radius(self, d: int) -> float:
+        """Largest ``||u||_2`` on the unit dual-norm ball in dimension ``d`` (the constant
+        ``kappa`` of ``||u||_2 <= kappa ||u||_*``)."""
         return 1.0
+
+    @optional
+    def dual_direction(self, B) -> np.ndarray:
+        """Rows ``v_k`` with ``phi(v_k) = 1`` and ``<b_k, v_k> = phi_*(b_k)`` (a maximizer of the
+        dual-norm pairing), zero rows where ``b_k = 0``."""
+        raise CapabilityError(f"penalty '{self.name}' does not provide dual_direction")
 
     def flow_bound(self, scale, d: int) -> np.ndarray:
         """Per-edge bound on ``||u_e||_2`` over the domain of the conjugate (``inf``: unbounded)."""
         scale = np.asarray(scale, dtype=float)
         if not self.is_norm:
             return np.where(scale > 0, np.inf, 0.0)
-        return self._dual_ball_l2(d) * scale
+        return self.dual_ball_radius(d) * scale
 
     def difference_bound(self, scale):
         """``(unit, power)`` with ``c_e phi(z_e) <= V  =>  ||z_e||_2 <= unit_e * V**power``.
@@ -218,6 +233,13 @@ class Norm2(Penalty):
     """
 
     name = "norm2"
+    traits = ("norm",)
+    dual_ball = "l2"
+
+    def dual_direction(self, B) -> np.ndarray:
+        B = np.atleast_2d(np.asarray(B, dtype=float))
+        norms = np.linalg.norm(B, axis=1, keepdims=True)
+        return np.divide(B, norms, out=np.zeros_like(B), where=norms > 0)
 
     def _subgradient_flow(self, Z, scale, cut):
         norms = np.sqrt(_rowdot(Z, Z))
@@ -269,8 +291,19 @@ class Norm1(Penalty):
     """
 
     name = "norm1"
+    traits = ("norm",)
+    dual_ball = "linf"
 
-    def _dual_ball_l2(self, d: int) -> float:
+    def dual_direction(self, B) -> np.ndarray:
+        B = np.atleast_2d(np.asarray(B, dtype=float))
+        V = np.zeros_like(B)
+        if B.size:
+            k = np.argmax(np.abs(B), axis=1)
+            rows = np.arange(B.shape[0])
+            V[rows, k] = np.sign(B[rows, k])
+        return V
+
+    def dual_ball_radius(self, d: int) -> float:
         return float(np.sqrt(d))  # ||u||_inf <= 1  =>  ||u||_2 <= sqrt(d)
 
     def _subgradient_flow(self, Z, scale, cut):
@@ -324,6 +357,7 @@ class SquaredNorm2(Penalty):
 
     name = "squared_norm2"
     is_norm = False
+    traits = ("quadratic", "smooth")
 
     def _subgradient_flow(self, Z, scale, cut):
         return scale[:, None] * Z, np.zeros(Z.shape, dtype=bool)
@@ -376,14 +410,27 @@ class SquaredNorm2(Penalty):
         return cp.sum_squares(cp.multiply(weight[:, None], U[np.flatnonzero(positive)])), constraints
 
 
-_PENALTIES = {cls.name: cls for cls in (Norm2, Norm1, SquaredNorm2)}
+#: Every penalty by the name specs use.
+PENALTIES: dict[str, type] = {cls.name: cls for cls in (Norm2, Norm1, SquaredNorm2)}
 _ALIASES = {"l2": "norm2", "nlasso": "norm2", "l1": "norm1", "squared_l2": "squared_norm2",
             "mocha": "squared_norm2"}
 
 
-def get_penalty(name: str) -> Penalty:
-    """Penalty by name: ``norm2`` (``l2``, ``nlasso``), ``norm1`` (``l1``), ``squared_norm2`` (``mocha``)."""
+def get_penalty(name: str, **params) -> Penalty:
+    """Penalty by name: ``norm2`` (``l2``, ``nlasso``), ``norm1`` (``l1``), ``squared_norm2`` (``mocha``).
+
+    ``params`` are the penalty's constructor arguments (a spec's inline table
+    ``penalty = {name = ..., <param> = ...}``); a parameter it does not take is named in the error.
+    """
+    import inspect
+
     key = _ALIASES.get(str(name).lower(), str(name).lower())
-    if key not in _PENALTIES:
-        raise ValueError(f"unknown penalty {name!r}; expected one of {sorted(set(_PENALTIES) | set(_ALIASES))}")
-    return _PENALTIES[key]()
+    if key not in PENALTIES:
+        raise ValueError(f"unknown penalty {name!r}; expected one of {sorted(set(PENALTIES) | set(_ALIASES))}")
+    cls = PENALTIES[key]
+    accepted = sorted(p for p in list(inspect.signature(cls.__init__).parameters)[1:] if p not in ("args", "kwargs"))
+    unknown = sorted(set(params) - set(accepted))
+    if unknown:
+        raise ValueError(f"penalty '{cls.name}' takes no parameter {unknown[0]!r}"
+                         + (f"; its parameters are {accepted}" if accepted else "; it has no parameters"))
+    return cls(**params)

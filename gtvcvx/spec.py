@@ -56,7 +56,7 @@ from . import data as data_mod
 from . import graphs as graphs_mod
 from .data import GroundTruth
 from .graph import Graph
-from .losses import Logistic, SquaredDistance, SquaredError
+from .losses import build_loss, get_loss
 from .penalties import get_penalty
 from ._validation import contained_path
 from .problem import GTVProblem
@@ -448,7 +448,11 @@ def load_gtv_spec(path, doc: dict | None = None) -> Spec:
     data_seed = np.random.default_rng(data_seed)
 
     # --- problem table first (cheap) so that name errors come early
-    loss_name = prob_t.str("loss", choices=("squared_error", "logistic", "squared_distance"))
+    loss_name, loss_params = read_component(prob_t, "loss")
+    try:
+        loss_class = get_loss(loss_name)
+    except ValueError as exc:
+        raise prob_t.error("loss", str(exc)) from None
     penalty_name, penalty_params = read_component(prob_t, "penalty")
     try:
         penalty = get_penalty(penalty_name, **penalty_params)
@@ -532,25 +536,12 @@ def load_gtv_spec(path, doc: dict | None = None) -> Spec:
             raise data_t.error("generator", f"'{data_generator}' data need a 'knn' graph built on them")
         data_t.finish(allowed_extra=("seed",))
 
-    # --- loss
+    # --- loss (from the registry: the spec names it, the data feed it)
     try:
-        if loss_name == "squared_distance":
-            if points is None:
-                raise data_t.error("generator", "loss 'squared_distance' needs point data "
-                                                "([data] generator 'blobs' or a file with 'points')")
-            loss = SquaredDistance(points)
-        else:
-            cls = SquaredError if loss_name == "squared_error" else Logistic
-            if loss_data is not None:
-                loss = cls.from_stacked(*loss_data)
-            elif X is not None:
-                loss = cls(X, y)
-            else:
-                raise data_t.error("generator", f"loss '{loss_name}' needs labelled data (X, y), not points")
-    except SpecError:
-        raise
+        loss = build_loss(loss_class.name, loss_params, X=X, y=y, points=points, stacked=loss_data)
     except ValueError as exc:
-        raise SpecError(path, "data", str(exc)) from None
+        where = "problem.loss" if "parameter" in str(exc) else "data"
+        raise SpecError(path, where, str(exc)) from None
 
     try:
         problem = GTVProblem(graph, loss, penalty, lam)

@@ -64,7 +64,7 @@ def test_specs_are_reproducible(tmp_path):
     (("p_in = 0.5", "p_in = 1.5"), r"graph.p_in: expected a number <= 1, got 1.5"),
     (("p_in = 0.5", 'p_in = "high"'), r"graph.p_in: expected a number, got 'high'"),
     (("p_out = 0.1", "p_out = 0.1\npout = 3"), r"graph.pout: unknown key"),
-    (('loss = "squared_error"', 'loss = "hinge"'), r"problem.loss: expected one of"),
+    (('loss = "squared_error"', 'loss = "hinge"'), r"problem.loss: unknown loss 'hinge'; expected one of"),
     (('penalty = "norm2"', 'penalty = "l3"'), r"problem.penalty: unknown penalty 'l3'"),
     (("lam = 0.1", "lam = -1.0"), r"problem.lam: expected a number >= 0"),
     (('generator = "sbm"', 'generator = "erdos"'), r"graph.generator: expected one of"),
@@ -123,3 +123,22 @@ def test_npz_with_pickles_is_refused(tmp_path):
 
 def test_limits_constant_is_sane():
     assert MAX_SPEC_ELEMENTS >= 10**8
+
+
+def test_loss_and_penalty_as_inline_tables(tmp_path):
+    spec = load_spec(write(tmp_path, MINIMAL.replace('loss = "squared_error"', 'loss = { name = "least_squares" }')
+                                  .replace('penalty = "norm2"', 'penalty = { name = "l1" }')))
+    assert spec.problem.loss.name == "squared_error" and spec.problem.penalty.name == "norm1"
+
+
+@pytest.mark.parametrize("edit, message", [
+    (('loss = "squared_error"', 'loss = { name = "squared_error", delta = 1.0 }'),
+     r"problem.loss: loss 'squared_error' takes no parameter 'delta'; it has no parameters"),
+    (('penalty = "norm2"', 'penalty = { name = "norm2", p = 3 }'),
+     r"problem.penalty: penalty 'norm2' takes no parameter 'p'"),
+    (('penalty = "norm2"', 'penalty = { groups = [[0]] }'), r"problem.penalty: an inline table needs a string 'name'"),
+    (('penalty = "norm2"', 'penalty = 3'), r"problem.penalty: expected a name or an inline table, got 3"),
+])
+def test_component_parameter_errors_name_the_parameter(tmp_path, edit, message):
+    with pytest.raises(SpecError, match=message):
+        load_spec(write(tmp_path, MINIMAL.replace(*edit)))

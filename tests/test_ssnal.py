@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gtvcvx.capabilities import CapabilityError
+
 import gtvcvx as g
 from gtvcvx import graphs
 from gtvcvx.reference import solve_primal
@@ -163,12 +165,13 @@ def test_bad_input_gives_clear_errors():
     with pytest.raises(TypeError, match="GTVProblem"):
         solve_ssnal("not a problem")
     other = g.GTVProblem(problem.graph, problem.loss, g.SquaredNorm2(), 0.5)
-    with pytest.raises(ValueError, match="Norm2 or Norm1"):
+    with pytest.raises(CapabilityError, match="penalty 'squared_norm2' declares None"):
         solve_ssnal(other)
     X = np.ones((problem.n, 4, 2)).reshape(problem.n, 8)
     regression = g.GTVProblem(problem.graph, g.SquaredError([X[i:i + 1] for i in range(problem.n)],
                                                             [np.ones(1)] * problem.n, d=8), g.Norm2(), 0.5)
-    with pytest.raises(ValueError, match="SquaredDistance"):
+    with pytest.raises(CapabilityError, match="solve_ssnal needs the loss 'squared_error' to provide "
+                                              "'separable_points'"):
         solve_ssnal(regression)
     for kwargs, match in [(dict(tol=0.0), "tol"), (dict(tol=float("nan")), "tol"), (dict(max_iter=0), "max_iter"),
                           (dict(max_iter=2.5), "max_iter"), (dict(time_limit=-1.0), "time_limit"),

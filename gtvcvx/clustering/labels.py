@@ -9,8 +9,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-from ..losses import SquaredDistance
-from ..penalties import Norm1
+from ..capabilities import provides
 from ..problem import GTVProblem
 
 __all__ = ["ClusterLabels", "cluster_labels", "canonical_labels", "DISTANCE_RTOL", "EDGE_RULES"]
@@ -105,7 +104,7 @@ def canonical_labels(labels) -> np.ndarray:
 
 def _data_scale(problem: GTVProblem, W: np.ndarray) -> float:
     """RMS distance to the mean: of the points (clustering) or of W; 1 if that is 0."""
-    ref = np.asarray(problem.loss.points) if isinstance(problem.loss, SquaredDistance) else W
+    ref = np.asarray(problem.loss.points) if provides(problem.loss, "separable_points") else W
     spread = float(np.sqrt(np.mean(np.einsum("nd,nd->n", ref - ref.mean(axis=0), ref - ref.mean(axis=0)))))
     return spread if spread > 0 else 1.0
 
@@ -178,8 +177,8 @@ def cluster_labels(problem, W, U=None, *, tol=None) -> ClusterLabels:
     ones = np.ones(m)
     dist = problem.penalty._edge_values(graph.incidence @ W, ones) if m else np.zeros(0)
     scale = _data_scale(problem, W)
-    kappa = math.sqrt(problem.d) if isinstance(problem.penalty, Norm1) else 1.0
-    strongly_convex = isinstance(problem.loss, SquaredDistance)
+    kappa = problem.penalty.dual_ball_radius(problem.d)  # ||u||_2 <= kappa ||u||_*
+    strongly_convex = provides(problem.loss, "strongly_convex")
 
     gap = resolution = float("nan")
     bound = np.full(m, np.inf)

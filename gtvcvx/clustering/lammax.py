@@ -14,7 +14,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..graph import Graph
-from ..penalties import Norm1, Norm2, Penalty
+from ..capabilities import CapabilityError, provides
+from ..penalties import Norm2, Penalty
 from ..problem import GTVProblem
 from ._flows import ForestRouter, component_means, max_spanning_forest
 from ._prep import check_norm_penalty, check_points
@@ -139,14 +140,7 @@ def _cut_potentials(penalty, router: ForestRouter, S_sums: np.ndarray, child: in
 
 def _dual_direction(penalty, BS: np.ndarray) -> np.ndarray:
     """``v`` with ``||v|| = 1`` (penalty norm) and ``<BS, v> = ||BS||_*``."""
-    v = np.zeros_like(BS)
-    if isinstance(penalty, Norm1):
-        k = int(np.argmax(np.abs(BS)))
-        v[k] = np.sign(BS[k])
-    else:
-        norm = np.linalg.norm(BS)
-        v = BS / norm if norm > 0 else v
-    return v
+    return penalty.dual_direction(np.asarray(BS, dtype=float)[None, :])[0]
 
 
 def _sweep_cuts(graph: Graph, B: np.ndarray, penalty, scores: np.ndarray):
@@ -212,7 +206,10 @@ def _conic_flow(graph: Graph, B: np.ndarray, penalty: Penalty, upper_hint: float
     Aeq = sp.csc_matrix((np.repeat(Dt.data, d), ((Dt.row[:, None] * d + cols_k).ravel(),
                                                  (Dt.col[:, None] * d + cols_k).ravel())), shape=(n * d, nv))
     e = np.arange(m)
-    if isinstance(penalty, Norm2):  # (alpha_e t, U_e) in SOC(d + 1)
+    if penalty.dual_ball not in ("l2", "linf"):
+        raise CapabilityError(f"lam_max's conic flow needs a dual-norm ball with geometry 'l2' or 'linf'; "
+                              f"penalty '{penalty.name}' declares {penalty.dual_ball!r}")
+    if penalty.dual_ball == "l2":  # (alpha_e t, U_e) in SOC(d + 1)
         r_t = e * (d + 1)
         r_u = (e[:, None] * (d + 1) + 1 + cols_k).ravel()
         rows = np.concatenate([r_t, r_u])
@@ -221,7 +218,7 @@ def _conic_flow(graph: Graph, B: np.ndarray, penalty: Penalty, upper_hint: float
         Acone = sp.csc_matrix((vals, (rows, cols)), shape=(m * (d + 1), nv))
         cones = [clarabel.ZeroConeT(n * d)] + [clarabel.SecondOrderConeT(d + 1)] * m
         b = np.concatenate([(B / beta).ravel(), np.zeros(m * (d + 1))])
-    else:  # Norm1: |U_ek| <= alpha_e t
+    else:  # box (l1 penalty): |U_ek| <= alpha_e t
         idx = np.arange(m * d)
         ee = idx // d
         rows = np.concatenate([idx, idx, m * d + idx, m * d + idx])
@@ -440,11 +437,9 @@ def lam_max(points, graph=None, penalty: Penalty | None = None, *, method: str =
     t0 = time.perf_counter()
     if isinstance(points, GTVProblem):
         problem = points
-        from ..losses import SquaredDistance
-
-        if not isinstance(problem.loss, SquaredDistance):
-            raise ValueError("lam_max needs a convex clustering problem (SquaredDistance loss), "
-                             f"got {type(problem.loss).__name__}")
+        if not provides(problem.loss, "separable_points"):
+            raise CapabilityError("lam_max needs a convex clustering problem (a loss with the 'separable_points' "
+                                  f"trait, e.g. SquaredDistance), got loss '{problem.loss.name}'")
         if graph is not None:
             raise ValueError("graph: do not pass a graph together with a GTVProblem")
         graph, pts = problem.graph, np.asarray(problem.loss.points)

@@ -120,7 +120,7 @@ class _ConservationOperator:
         self.Dt_rows_T = self.Dt_rows.T.tocsr()
         self.laplacian = (self.Dt_rows @ self.Dt_rows_T).tocsr()
         self.row_scale = (1.0 / np.sqrt(np.maximum(problem.graph.degree[nodes], 1)))[:, None]
-        self.Q = problem.loss.Q[nodes]
+        self.Q = problem.loss.linear_domain().basis[nodes]  # declared vocabulary, no hidden Q
         self.Qt = np.ascontiguousarray(np.swapaxes(self.Q, 1, 2))
 
     def outside(self, R: np.ndarray) -> np.ndarray:

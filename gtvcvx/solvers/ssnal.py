@@ -19,13 +19,15 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from ..losses import SquaredDistance
-from ..penalties import Norm1, Norm2
+from ..capabilities import CapabilityError, require
 from ..problem import GTVProblem
 from ..results import GTVResult, Status
 from ._kernels import single_threaded_blas
 from .certificate import Certificate, FlowProjector, certify_pair
 from .gtv import warm_start_parts
+
+#: Dual-ball geometries whose projection SSNAL differentiates (Norm2: Euclidean balls, Norm1: boxes).
+SSNAL_BALLS = ("l2", "linf")
 
 __all__ = ["solve_ssnal", "SSNALIterationInfo", "LINEAR_SOLVERS"]
 
@@ -56,12 +58,12 @@ class SSNALIterationInfo:
 def _check_problem(problem) -> None:
     if not isinstance(problem, GTVProblem):
         raise TypeError(f"problem must be a gtvcvx.GTVProblem, got {type(problem).__name__}")
-    if not isinstance(problem.loss, SquaredDistance):
-        raise ValueError(f"solve_ssnal needs the SquaredDistance loss (convex clustering), got "
-                         f"{type(problem.loss).__name__}; use gtvcvx.solve for other losses")
-    if not isinstance(problem.penalty, (Norm2, Norm1)):
-        raise ValueError(f"solve_ssnal needs the Norm2 or Norm1 penalty, got {type(problem.penalty).__name__}; "
-                         "use gtvcvx.solve for other penalties")
+    require(problem.loss, ("separable_points",), user="solve_ssnal")
+    if problem.penalty.dual_ball not in SSNAL_BALLS:
+        raise CapabilityError(f"solve_ssnal needs a norm penalty whose dual ball it can differentiate "
+                              f"(geometry {' or '.join(repr(b) for b in SSNAL_BALLS)}, e.g. Norm2, Norm1); penalty "
+                              f"'{problem.penalty.name}' declares {problem.penalty.dual_ball!r}; use gtvcvx.solve "
+                              "for other penalties")
 
 
 def _check_options(tol, max_iter, time_limit, max_newton, linear_solver, sigma):
@@ -92,7 +94,7 @@ class _Balls:
     """
 
     def __init__(self, penalty, radius: np.ndarray):
-        self.l2 = isinstance(penalty, Norm2)
+        self.l2 = penalty.dual_ball == "l2"
         self.radius = radius
         self.rcol = radius[:, None]
 
@@ -480,7 +482,7 @@ def _solve(problem, tol, max_iter, time_limit, warm_start, callback, sigma, sigm
     A = np.asarray(problem.loss.points, dtype=float)
     caps = np.asarray(problem.capacities, dtype=float)
     radius = 0.5 * caps
-    l2 = isinstance(problem.penalty, Norm2)
+    l2 = problem.penalty.dual_ball == "l2"
     balls = _Balls(problem.penalty, radius)
     D = problem.graph.incidence.tocsr()
     Dt = D.T.tocsr()
