@@ -185,3 +185,16 @@ def test_bad_input_gives_clear_errors():
         solve_ssnal(problem, warm_start={"U": np.full((problem.n_edges, 2), np.nan)})
     with pytest.raises(TypeError, match="warm_start"):
         solve_ssnal(problem, warm_start=[1, 2])
+
+
+def test_options_share_one_validator_with_the_fast_core():
+    problem = random_graph_problem(0, g.Norm2())
+    # numpy integers are integers for every solver (solve accepted them, solve_ssnal did not)
+    a = solve_ssnal(problem, max_iter=np.int64(50), blas_threads=None)
+    b = g.solve(problem, max_iter=np.int64(50), tol=1e-4, blas_threads=2)
+    assert a.iterations <= 50 and b.iterations <= 50
+    for bad in (0, 1.5, True):
+        with pytest.raises(ValueError, match="max_iter must be an integer >= 1"):
+            solve_ssnal(problem, max_iter=bad)
+    with pytest.raises(ValueError, match="blas_threads must be an integer >= 1"):
+        g.solve(problem, blas_threads=0)

@@ -49,6 +49,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..capabilities import require
 from ..io import atomic_savefig, atomic_write_text
 from . import ExperimentOutput
 
@@ -855,8 +856,7 @@ def reduced_cluster_problem(problem, labels, lam: float | None = None):
     from ..problem import GTVProblem
 
     loss = problem.loss
-    if not isinstance(loss, SquaredError):
-        raise ValueError("reduced_cluster_problem needs a squared-error loss")
+    require(loss, ("quadratic",), user="reduced_cluster_problem")  # pools the clusters' quadratics
     labels = np.asarray(labels)
     k = int(labels.max()) + 1
     d = loss.d

@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..problem import GTVProblem
 from ..results import GTVResult, Status
-from ._kernels import SparseTimesDense, axpy, scal, single_threaded_blas
+from ._kernels import SparseTimesDense, axpy, blas_threads as _blas_threads, scal
 from .certificate import Certificate, FlowProjector, certify_pair
 
 __all__ = ["solve", "IterationInfo", "METHODS"]
@@ -97,7 +97,7 @@ def _check_options(tol, max_iter, time_limit, method, eta, reflection, check_eve
 def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_limit: float | None = None,
           warm_start=None, callback=None, *, method: str = "halpern", eta: float = 0.99,
           reflection: float = 1.0, primal_weight: float | None = None, adaptive_weight: bool = True,
-          check_every: int | None = None, restart_check: int = 4) -> GTVResult:
+          check_every: int | None = None, restart_check: int = 4, blas_threads: int | None = 1) -> GTVResult:
     r"""Solve GTV minimization and its network-flow dual with a certified duality gap.
 
     Parameters
@@ -135,6 +135,9 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
         iteration counts only, so repeated runs give identical results.
     restart_check : int
         Iterations between evaluations of the restart criteria.
+    blas_threads : int or None
+        Threads BLAS may use during the solve (default 1: the iteration's level-1 BLAS calls
+        are too small to pay for thread synchronization); None keeps the process setting.
 
     Returns
     -------
@@ -183,7 +186,7 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
     max_iter = int(max_iter)
     if method == "pdhg":
         eta, reflection, adaptive_weight = 1.0, 0.0, False
-    with single_threaded_blas():
+    with _blas_threads(blas_threads):
         return _solve(problem, tol, max_iter, time_limit, warm_start, callback, method, eta, reflection,
                       primal_weight, adaptive_weight, check_every, restart_check)
 

@@ -22,7 +22,8 @@ import scipy.sparse as sp
 from ..capabilities import CapabilityError, require
 from ..problem import GTVProblem
 from ..results import GTVResult, Status
-from ._kernels import single_threaded_blas
+from .._validation import check_positive_int
+from ._kernels import blas_threads as blas_threads_limit
 from .certificate import Certificate, FlowProjector, certify_pair
 from .gtv import warm_start_parts
 
@@ -69,13 +70,11 @@ def _check_problem(problem) -> None:
 def _check_options(tol, max_iter, time_limit, max_newton, linear_solver, sigma):
     if isinstance(tol, bool) or not (isinstance(tol, (int, float)) and tol > 0 and math.isfinite(tol)):
         raise ValueError(f"tol must be a positive number, got {tol!r}")
-    if isinstance(max_iter, bool) or not isinstance(max_iter, int) or max_iter < 1:
-        raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
+    check_positive_int(max_iter, "max_iter")  # the package's one integer validator (numpy ints too)
     if time_limit is not None and (isinstance(time_limit, bool) or not isinstance(time_limit, (int, float))
                                    or not time_limit > 0):
         raise ValueError(f"time_limit must be a positive number of seconds or None, got {time_limit!r}")
-    if isinstance(max_newton, bool) or not isinstance(max_newton, int) or max_newton < 1:
-        raise ValueError(f"max_newton must be a positive integer, got {max_newton!r}")
+    check_positive_int(max_newton, "max_newton")
     if linear_solver not in LINEAR_SOLVERS:
         raise ValueError(f"linear_solver must be one of {LINEAR_SOLVERS}, got {linear_solver!r}")
     if sigma is not None and (isinstance(sigma, bool) or not isinstance(sigma, (int, float))
@@ -387,7 +386,7 @@ def _auto_linear_solver(n: int, d: int) -> str:
 def solve_ssnal(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 200, time_limit: float | None = None,
                 warm_start=None, callback=None, *, sigma: float | None = None, sigma_growth: float = 5.0,
                 sigma_max: float = 1e8, max_newton: int = 50, linear_solver: str = "auto",
-                cg_max_iter: int = 500) -> GTVResult:
+                cg_max_iter: int = 500, blas_threads: int | None = 1) -> GTVResult:
     r"""Convex clustering (GTV with the squared-distance loss and a norm penalty) by SSNAL.
 
     Parameters
@@ -424,6 +423,8 @@ def solve_ssnal(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 200, tim
         otherwise (k-NN graphs of higher-dimensional points fill in when factorized).
     cg_max_iter : int
         Conjugate-gradient iterations per Newton system.
+    blas_threads : int or None
+        Threads BLAS may use (default 1, as :func:`gtvcvx.solve`); None keeps the process setting.
 
     Returns
     -------
@@ -470,7 +471,8 @@ def solve_ssnal(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 200, tim
     """
     _check_problem(problem)
     _check_options(tol, max_iter, time_limit, max_newton, linear_solver, sigma)
-    with single_threaded_blas():
+    max_iter, max_newton = int(max_iter), int(max_newton)
+    with blas_threads_limit(blas_threads):
         return _solve(problem, float(tol), max_iter, time_limit, warm_start, callback, sigma, float(sigma_growth),
                       float(sigma_max), max_newton, linear_solver, int(cg_max_iter))
 
