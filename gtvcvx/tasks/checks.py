@@ -1,20 +1,8 @@
 """Checks of a spec: thresholds from its ``[check]`` table evaluated on a run (``gtvcvx check``).
 
-Thresholds come from the spec's ``[check]`` table (and command-line overrides):
-
-===================== ===============================================================
-``max_rel_gap``       certified relative gap ``(P - D) / (1 + |P| + |D|)``
-``max_abs_gap``       certified gap ``P - D``
-``max_objective_error`` ``|P - P_ref| / max(1, |P_ref|)`` against the CVXPY reference
-``max_solution_error`` ``||W - W_ref|| / max(1, ||W_ref||)`` against the CVXPY reference
-``max_mse``           mean squared error of the local models against the ground truth
-``min_ari``           adjusted Rand index of the clusters against the true labels
-``min_accuracy``      logistic local models: training accuracy; RKHS: test accuracy
-``max_iterations``    iterations of the solver
-===================== ===============================================================
-
-Every solve also gets a ``status`` check (the solver must report ``optimal``) and, when a
-reference runs, a ``reference_bounds`` check: the certified intervals ``[D, P]`` of the solver
+The thresholds each kind understands are its task's ``check_keys`` (the table is in
+:mod:`gtvcvx.testing.oracle`, the user-facing entry point). Every solve also gets a
+``status`` check (the solver must report ``optimal``) and, when a reference runs, a ``reference_bounds`` check: the certified intervals ``[D, P]`` of the solver
 and of the reference must overlap (weak duality; a violation means a wrong certificate).
 Experiment specs: a threshold ``max_<name>`` / ``min_<name>`` bounds ``measured[<name>]`` of
 the experiment's output from above / below.

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..capabilities import provides
 from ..metrics import adjusted_rand_index, mse
-from ..runner import run_solver
+from .. import runner
 from ..solvers.certify import certify
 from ..spec import CHECK_KEYS, SpecError, load_gtv_spec
 from ._base import register_task
@@ -71,7 +71,7 @@ class GTVTask(ProblemTask):
         return load_gtv_spec(path, doc)
 
     def solve(self, spec, solver: str = "fast", **options):
-        return run_solver(spec.problem, solver, **options)
+        return runner.run_solver(spec.problem, solver, **options)
 
     def measure(self, spec, result, *, from_primal: bool = False):
         problem = spec.problem
