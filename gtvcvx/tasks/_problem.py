@@ -102,7 +102,8 @@ class ProblemTask(Task):
         rep.table = comparison.table
         rep.reference = comparison.reference
         rep.memory = comparison.memory
-        for path in write_table(comparison.table, spec_dir / "comparison", ctx.formats):
+        data_formats = [f for f in ctx.formats if f in ("csv", "json")]  # the page itself shows the table
+        for path in write_table(comparison.table, spec_dir / "comparison", data_formats):
             rep.files.append(ctx.relpath(path))
         figures = []
         self._figure(rep, "convergence plot", figures, lambda: self._convergence(rep, comparison, spec_dir))
