@@ -9,8 +9,8 @@ import numpy as np
 
 from ._validation import as_float_array, check_nonnegative_scalar
 from .graph import Graph
-from .losses import Loss
-from .penalties import Penalty
+from .losses import LOSSES, Loss
+from .penalties import PENALTIES, Penalty
 
 __all__ = ["GTVProblem"]
 
@@ -54,13 +54,14 @@ class GTVProblem:
         if not isinstance(graph, Graph):
             raise TypeError(f"graph must be a gtvcvx.Graph, got {type(graph).__name__}")
         if not isinstance(loss, Loss):
-            raise TypeError(f"loss must be a gtvcvx loss (SquaredError, Logistic, SquaredDistance), "
-                            f"got {type(loss).__name__}")
+            raise TypeError(f"loss must be a gtvcvx loss (a gtvcvx.losses.Loss, e.g. one of "
+                            f"{sorted(LOSSES)}), got {type(loss).__name__}")
         if not isinstance(penalty, Penalty):
-            raise TypeError(f"penalty must be a gtvcvx penalty (Norm2, Norm1, SquaredNorm2), "
-                            f"got {type(penalty).__name__}")
+            raise TypeError(f"penalty must be a gtvcvx penalty (a gtvcvx.penalties.Penalty, e.g. one of "
+                            f"{sorted(PENALTIES)}), got {type(penalty).__name__}")
         if loss.n != graph.n:
             raise ValueError(f"the loss covers {loss.n} nodes but the graph has {graph.n} nodes")
+        penalty.check_dimension(loss.d)
         self.graph = graph
         self.loss = loss
         self.penalty = penalty
@@ -128,19 +129,21 @@ class GTVProblem:
         edge_bound = self.penalty.flow_bound(self.capacities, self.d)
         return np.bincount(self.graph.edges.reshape(-1), np.repeat(edge_bound, 2), minlength=self.n)
 
-    def dual_objective(self, U) -> float:
+    def dual_objective(self, U, *, hint=None) -> float:
         """Network-flow dual objective ``D(U)``; ``-inf`` when ``U`` is outside the dual domain.
 
         Net flows within rounding error (``DOMAIN_RTOL`` relative to :attr:`node_flow_bound`, the
         problem's own scale, never the magnitude of ``U``) of the conjugates' linear
-        constraints are evaluated at their projection. A report value; certificates use
+        constraints are evaluated at their projection. ``hint`` (n, d), e.g. the primal point
+        recovered with ``U``, helps losses whose conjugate is computed iteratively (their value
+        is then an upper bound, so ``D(U)`` stays a valid lower bound). A report value; certificates use
         :func:`gtvcvx.solvers.certificate.certify_pair`, which needs no tolerance.
         """
         U = self.check_U(U)
         V = -(self.graph.incidence.T @ U)
         bound = self.node_flow_bound
         scale = np.where(np.isfinite(bound), bound, self.flow_scale(U))
-        loss_part = self.loss.conjugate(V, scale=scale)
+        loss_part = self.loss.conjugate(V, scale=scale, hint=None if hint is None else self.check_W(hint))
         pen_part = self.penalty.conjugate(U, self.capacities)
         total = loss_part + pen_part
         return -total if np.isfinite(total) else -np.inf

@@ -53,9 +53,11 @@ def test_dual_direction_attains_the_dual_norm(penalty):
 
 
 def test_registries_build_components_and_name_bad_parameters():
-    assert set(LOSSES) == {"squared_error", "logistic", "squared_distance"}
+    assert set(LOSSES) == {"squared_error", "logistic", "squared_distance", "absolute_error", "huber", "hinge"}
     assert get_loss("least_squares") is g.SquaredError and get_penalty("l1") == g.Norm1()
-    assert set(PENALTIES) >= {"norm1", "norm2", "squared_norm2"}
+    assert set(PENALTIES) == {"norm1", "norm2", "squared_norm2", "group_norm2", "quadratic_form"}
+    assert get_penalty("group_norm2", groups=[0, 0, 1]) == g.GroupNorm2([0, 0, 1]) != g.GroupNorm2([0, 1, 1])
+    assert build_loss("huber", {"delta": 0.5}, X=[np.ones((1, 2))], y=[np.ones(1)]).content()["delta"] == 0.5
     loss = build_loss("squared_distance", points=np.zeros((2, 3)))
     assert loss.n == 2 and loss.d == 3
     with pytest.raises(ValueError, match="loss 'squared_error' needs labelled data"):

@@ -64,7 +64,7 @@ def test_specs_are_reproducible(tmp_path):
     (("p_in = 0.5", "p_in = 1.5"), r"graph.p_in: expected a number <= 1, got 1.5"),
     (("p_in = 0.5", 'p_in = "high"'), r"graph.p_in: expected a number, got 'high'"),
     (("p_out = 0.1", "p_out = 0.1\npout = 3"), r"graph.pout: unknown key"),
-    (('loss = "squared_error"', 'loss = "hinge"'), r"problem.loss: unknown loss 'hinge'; expected one of"),
+    (('loss = "squared_error"', 'loss = "squared_hinge"'), r"problem.loss: unknown loss 'squared_hinge'; expected one of"),
     (('penalty = "norm2"', 'penalty = "l3"'), r"problem.penalty: unknown penalty 'l3'"),
     (("lam = 0.1", "lam = -1.0"), r"problem.lam: expected a number >= 0"),
     (('generator = "sbm"', 'generator = "erdos"'), r"graph.generator: expected one of"),

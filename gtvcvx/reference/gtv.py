@@ -78,7 +78,7 @@ def dual_statement(problem: GTVProblem):
 
 def _finish(problem: GTVProblem, run, W, U) -> GTVResult:
     primal = problem.objective(W) if W is not None else float("nan")
-    dual = problem.dual_objective(U) if U is not None else float("nan")
+    dual = problem.dual_objective(U, hint=W) if U is not None else float("nan")
     gap = primal - dual if not (np.isnan(primal) or np.isnan(dual)) else float("nan")
     return GTVResult(status=run.status, solver=run.solver, W=W, U=U, primal=primal, dual=dual, gap=gap,
                      rel_gap=relative_gap(primal, dual), value=run.value, iterations=run.iterations,

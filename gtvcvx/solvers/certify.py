@@ -266,16 +266,16 @@ def describe_failures(problem: GTVProblem, W, cert: Certificate, k: int = 5) -> 
     lines = []
     D = problem.graph.incidence
     V = -(D.T @ cert.U) if problem.n_edges else np.zeros_like(W)
-    grad = problem.loss.gradient(W)
+    stationarity = problem.loss.node_stationarity(W, V)
     has_data = problem.loss.has_data
     for i, gap in cert.worst_nodes(k):
         if not (gap > 0) and np.isfinite(gap):
             break
-        stat = float(np.linalg.norm(grad[i] - V[i]))
+        stat = float(stationarity[i])
         data = "" if has_data[i] else ", node without data"
         lines.append(f"  node {i}: Fenchel-Young term {gap:.3g} "
-                     f"(L_i(w_i) + L_i^*(v_i) - <w_i, v_i>), stationarity ||grad L_i(w_i) + (D^T U)_i|| = "
-                     f"{stat:.3g}{data}")
+                     f"(L_i(w_i) + L_i^*(v_i) - <w_i, v_i>), stationarity (distance of -(D^T U)_i from dL_i(w_i)) "
+                     f"= {stat:.3g}{data}")
     if problem.n_edges:
         Z = D @ W
         caps = problem.capacities

@@ -433,7 +433,9 @@ def _uniqueness_note(problem: GTVProblem) -> str:
 
 
 def _stationarity(problem: GTVProblem, W, U) -> float:
-    """``||grad F(W) + D^T U||_F / (1 + ||grad F(W)||_F)`` (all losses here are smooth)."""
-    grad = problem.loss.gradient(W)
-    res = grad + problem.graph.incidence.T @ U
-    return float(np.linalg.norm(res) / (1.0 + np.linalg.norm(grad)))
+    """``||r||_F / (1 + ||D^T U||_F)`` with ``r_i`` the distance of ``-(D^T U)_i`` from
+    ``d L_i(w_i)`` (:meth:`~gtvcvx.losses.Loss.node_stationarity`; for smooth losses
+    ``grad L_i(w_i) + (D^T U)_i``)."""
+    V = -(problem.graph.incidence.T @ U)
+    res = problem.loss.node_stationarity(W, V)
+    return float(np.linalg.norm(res) / (1.0 + np.linalg.norm(V)))

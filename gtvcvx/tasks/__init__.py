@@ -29,8 +29,8 @@ def solve_spec(spec, solver: str | None = None, **options):
 
     Parameters
     ----------
-    spec : Spec or RKHSSpec
-        From :func:`load_spec`.
+    spec : Spec, RKHSSpec, str or path
+        From :func:`load_spec`, or the path of a spec file (loaded here).
     solver : str, optional
         ``"fast"`` (default, or the spec's ``[solve] solver``) or a CVXPY backend.
     **options
@@ -40,8 +40,12 @@ def solve_spec(spec, solver: str | None = None, **options):
     -------
     GTVResult or RKHSResult
     """
+    import os
+
     from ..runner import normalize_solver_name
 
+    if isinstance(spec, (str, os.PathLike)):
+        spec = load_spec(spec)
     task = task_for(spec)
     solver = normalize_solver_name(solver or (getattr(spec, "solve_options", {}) or {}).get("solver", "fast"))
     base = task.solve_options(spec, solver) if hasattr(task, "solve_options") else {}

@@ -35,10 +35,11 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
-from .capabilities import CapabilityError, optional
-from ._validation import as_float_array
+from ..capabilities import CapabilityError, optional
+from .._validation import as_float_array
 
-__all__ = ["Penalty", "Norm2", "Norm1", "SquaredNorm2", "CAPACITY_RTOL", "get_penalty"]
+__all__ = ["Penalty", "Norm2", "Norm1", "SquaredNorm2", "CAPACITY_RTOL", "PENALTIES", "register_penalty",
+           "get_penalty"]
 
 #: Relative tolerance when testing ``||u_e||_* <= c_e``.
 CAPACITY_RTOL = 1e-9
@@ -204,15 +205,28 @@ class Penalty(ABC):
     def _subgradient_flow(self, Z, scale, cut):
         raise NotImplementedError(f"{type(self).__name__} does not declare its subgradient flow")
 
+    def check_dimension(self, d: int) -> None:
+        """Raise ValueError when the penalty cannot act on differences in ``R^d`` (parametrized
+        penalties fix their dimension; the plain norms act on every ``d``)."""
+
     def content(self) -> dict:
-        """The parameters that define the penalty, ``{name: value}`` (none for the plain norms)."""
+        """The parameters that define the penalty, ``{name: value}`` (none for the plain norms);
+        ``get_penalty(name, **content())`` rebuilds it."""
         return {}
+
+    @classmethod
+    def example(cls, d: int, rng) -> "Penalty":
+        """An instance for dimension ``d`` with parameters drawn from ``rng`` (contract tests)."""
+        return cls()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
 
     def __eq__(self, other) -> bool:
-        return type(self) is type(other)
+        if type(self) is not type(other):
+            return False
+        mine, theirs = self.content(), other.content()
+        return mine.keys() == theirs.keys() and all(np.array_equal(mine[k], theirs[k]) for k in mine)
 
     def __hash__(self) -> int:
         return hash(type(self).__name__)
@@ -410,14 +424,24 @@ class SquaredNorm2(Penalty):
         return cp.sum_squares(cp.multiply(weight[:, None], U[np.flatnonzero(positive)])), constraints
 
 
-#: Every penalty by the name specs use.
-PENALTIES: dict[str, type] = {cls.name: cls for cls in (Norm2, Norm1, SquaredNorm2)}
+#: Every penalty by the name specs use (filled by :func:`register_penalty`).
+PENALTIES: dict[str, type] = {}
 _ALIASES = {"l2": "norm2", "nlasso": "norm2", "l1": "norm1", "squared_l2": "squared_norm2",
             "mocha": "squared_norm2"}
 
 
+def register_penalty(cls):
+    """Class decorator: add a :class:`Penalty` subclass to :data:`PENALTIES` under ``cls.name``."""
+    if not (isinstance(cls, type) and issubclass(cls, Penalty)) or cls.name in ("", "penalty"):
+        raise TypeError(f"register_penalty needs a named Penalty subclass, got {cls!r}")
+    if cls.name in PENALTIES and PENALTIES[cls.name] is not cls:
+        raise ValueError(f"penalty {cls.name!r} is already registered by {PENALTIES[cls.name].__name__}")
+    PENALTIES[cls.name] = cls
+    return cls
+
+
 def get_penalty(name: str, **params) -> Penalty:
-    """Penalty by name: ``norm2`` (``l2``, ``nlasso``), ``norm1`` (``l1``), ``squared_norm2`` (``mocha``).
+    """Penalty by name (a key of :data:`PENALTIES` or an alias such as ``l2``, ``l1``, ``mocha``).
 
     ``params`` are the penalty's constructor arguments (a spec's inline table
     ``penalty = {name = ..., <param> = ...}``); a parameter it does not take is named in the error.
@@ -434,3 +458,7 @@ def get_penalty(name: str, **params) -> Penalty:
         raise ValueError(f"penalty '{cls.name}' takes no parameter {unknown[0]!r}"
                          + (f"; its parameters are {accepted}" if accepted else "; it has no parameters"))
     return cls(**params)
+
+
+for _cls in (Norm2, Norm1, SquaredNorm2):
+    register_penalty(_cls)

@@ -35,8 +35,8 @@ from scipy.special import expit
 
 from dataclasses import dataclass
 
-from ._accurate import gathered_residuals_dot2
-from ._validation import MAX_ELEMENTS, as_float_array, as_index_array, check_memory, check_positive_int
+from .._accurate import gathered_residuals_dot2
+from .._validation import MAX_ELEMENTS, as_float_array, as_index_array, check_memory, check_positive_int
 
 __all__ = ["Loss", "LinearDomain", "SquaredError", "Logistic", "SquaredDistance", "DOMAIN_RTOL", "LOSSES",
            "register_loss", "get_loss", "build_loss"]
@@ -167,6 +167,19 @@ class Loss(ABC):
         V = self._check_W(V, "V")
         terms = self.node_values(W) + self.node_conjugates(V, hint=W) - np.einsum("nd,nd->n", W, V)
         return np.maximum(terms, 0.0), np.zeros_like(V)
+
+    def node_stationarity(self, W, V) -> np.ndarray:
+        """How far each ``v_i`` is from ``d L_i(w_i)``, per node (zero at a subgradient).
+
+        Smooth losses: ``||grad L_i(w_i) - v_i||``. Others: the natural residual
+        ``||w_i - prox_{L_i}(w_i + v_i)||``, which is zero exactly when ``v_i`` is a
+        subgradient (the prox inverts ``I + d L_i``).
+        """
+        W = self._check_W(W)
+        V = self._check_W(V, "V")
+        if "smooth" in self.traits:
+            return np.linalg.norm(self.gradient(W) - V, axis=1)
+        return np.linalg.norm(W - self.prox(W + V, 1.0, warm_start=W), axis=1)
 
     @property
     def max_terms(self) -> int:
@@ -324,13 +337,18 @@ class _DesignLoss(Loss):
     def has_data(self) -> np.ndarray:
         return self.counts > 0
 
+    def _params(self) -> dict:
+        """Constructor parameters besides the data (e.g. Huber's ``delta``), for :meth:`subset`
+        and :meth:`content`."""
+        return {}
+
     def content(self) -> dict:
-        return {"d": self.d, "counts": self.counts, "X": self.X_all, "y": self.y_all}
+        return {"d": self.d, "counts": self.counts, "X": self.X_all, "y": self.y_all, **self._params()}
 
     def subset(self, nodes):
         nodes = as_index_array(nodes, "nodes", ndim=1)
         X, y = self.X, self.y
-        return type(self)([X[i] for i in nodes], [y[i] for i in nodes], d=self.d)
+        return type(self)([X[i] for i in nodes], [y[i] for i in nodes], d=self.d, **self._params())
 
     # -- factorization ------------------------------------------------------------------
     def _factor(self) -> None:
@@ -512,6 +530,40 @@ class _DesignLoss(Loss):
     def _inv_counts_per_sample(self) -> np.ndarray:
         return 1.0 / self.counts[self.node_of_sample]
 
+    @cached_property
+    def _padded(self):
+        """Samples padded per node: features in the node's row space ``X_i Q_i`` (n, m_max, r),
+        labels (n, m_max) with 0 on padding, a mask, and ``1/m_i`` (0 for nodes without data)."""
+        n, r, d = self.n, self.rank_width, self.d
+        m_max = int(self.counts.max(initial=0))
+        # padded features, their row-space coordinates, and the Newton step's (n, r, m) temporaries
+        check_memory(8.0 * n * m_max * (d + 3 * r), f"the {self.name} prox buffers ({n} nodes x up to {m_max} "
+                     f"samples x d = {d})")
+        position = self._sample_position
+        padded = np.zeros((n, m_max, d))
+        padded[self.node_of_sample, position] = self.X_all
+        Xp = np.matmul(padded, self.Q)  # (n, m_max, r), never a per-sample (d, r) copy of Q
+        del padded
+        yp = np.zeros((n, m_max))
+        mask = np.zeros((n, m_max), dtype=bool)
+        yp[self.node_of_sample, position] = self.y_all
+        mask[self.node_of_sample, position] = True
+        inv_m = np.divide(1.0, self.counts, out=np.zeros(n), where=self.counts > 0)
+        return Xp, yp, mask, inv_m
+
+    @cached_property
+    def _sample_position(self) -> np.ndarray:
+        """Index of every sample within its node (its column in the padded arrays)."""
+        offsets = np.concatenate([[0], np.cumsum(self.counts)])
+        return np.arange(self.node_of_sample.size) - offsets[self.node_of_sample]
+
+    def _rows(self, idx):
+        """The padded sample arrays of the nodes ``idx`` (all nodes, without copying, for None)."""
+        Xp, yp, mask, inv_m = self._padded
+        if idx is None:
+            return Xp, yp, mask, inv_m
+        return Xp[idx], yp[idx], mask[idx], inv_m[idx]
+
 
 class SquaredError(_DesignLoss):
     """Mean squared error per node: ``L_i(w) = (1/m_i) ||y_i - X_i w||^2`` (``0`` if ``m_i = 0``).
@@ -668,40 +720,6 @@ class Logistic(_DesignLoss):
             node = int(self.node_of_sample[k])
             local = k - int(np.concatenate([[0], np.cumsum(self.counts)])[node])
             raise ValueError(f"y[{node}][{local}] = {float(self.y_all[k])!r}: logistic labels must be -1 or +1")
-
-    @cached_property
-    def _padded(self):
-        """Samples padded per node: features in the node's row space ``X_i Q_i`` (n, m_max, r),
-        labels (n, m_max) with 0 on padding, a mask, and ``1/m_i`` (0 for nodes without data)."""
-        n, r, d = self.n, self.rank_width, self.d
-        m_max = int(self.counts.max(initial=0))
-        # padded features, their row-space coordinates, and the Newton step's (n, r, m) temporaries
-        check_memory(8.0 * n * m_max * (d + 3 * r), f"the logistic prox buffers ({n} nodes x up to {m_max} "
-                     f"samples x d = {d})")
-        position = self._sample_position
-        padded = np.zeros((n, m_max, d))
-        padded[self.node_of_sample, position] = self.X_all
-        Xp = np.matmul(padded, self.Q)  # (n, m_max, r), never a per-sample (d, r) copy of Q
-        del padded
-        yp = np.zeros((n, m_max))
-        mask = np.zeros((n, m_max), dtype=bool)
-        yp[self.node_of_sample, position] = self.y_all
-        mask[self.node_of_sample, position] = True
-        inv_m = np.divide(1.0, self.counts, out=np.zeros(n), where=self.counts > 0)
-        return Xp, yp, mask, inv_m
-
-    @cached_property
-    def _sample_position(self) -> np.ndarray:
-        """Index of every sample within its node (its column in the padded arrays)."""
-        offsets = np.concatenate([[0], np.cumsum(self.counts)])
-        return np.arange(self.node_of_sample.size) - offsets[self.node_of_sample]
-
-    def _rows(self, idx):
-        """The padded sample arrays of the nodes ``idx`` (all nodes, without copying, for None)."""
-        Xp, yp, mask, inv_m = self._padded
-        if idx is None:
-            return Xp, yp, mask, inv_m
-        return Xp[idx], yp[idx], mask[idx], inv_m[idx]
 
     @staticmethod
     def _margins(C, rows) -> np.ndarray:
