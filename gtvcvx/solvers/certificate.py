@@ -425,6 +425,19 @@ def certify_pair(problem: GTVProblem, W, U, *, projector: FlowProjector | None =
     W = problem.check_W(W)
     U = problem.check_U(U)
     projector = projector or FlowProjector(problem, warm=False)
+    cert = _certify_flow(problem, W, U, projector, deadline)
+    if not np.isfinite(cert.gap) and np.isfinite(cert.primal) and U.any():
+        # the zero flow is always dual feasible (phi^*(0) = 0): it bounds P* by sum_i min L_i, which
+        # is tight when no edge needs a flow (e.g. a separable hinge problem), where U -> 0 comes
+        # from outside dom L^* and its residual cannot be paid for
+        zero = _certify_flow(problem, W, np.zeros_like(U), projector, deadline)
+        if np.isfinite(zero.gap):
+            zero.message = "certified with the zero flow (the flow iterate's residual cannot be bounded)"
+            return zero
+    return cert
+
+
+def _certify_flow(problem: GTVProblem, W, U, projector, deadline) -> Certificate:
     flow = projector(U, deadline=deadline)
     Uf = flow.U
     D = problem.graph.incidence
