@@ -5,6 +5,8 @@
 * :func:`assert_optimal` - an ``AssertionError`` naming the gap and the nodes / edges where the
   optimality conditions fail, with their Fenchel-Young terms;
 * :class:`ReferenceCache` - CVXPY reference solutions cached on disk per spec;
+* :func:`check_loss` / :func:`check_penalty` - contract checks for a new loss or penalty
+  (:mod:`gtvcvx.testing.contracts`);
 * :mod:`gtvcvx.testing.pytest_plugin` - pytest fixtures around the cache; enable with
   ``pytest_plugins = ["gtvcvx.testing.pytest_plugin"]`` in your top-level ``conftest.py``.
 
@@ -20,10 +22,11 @@ from __future__ import annotations
 
 from ..solvers.certificate import Certificate
 from .cache import ReferenceCache, default_cache_dir, spec_key
+from .contracts import check_loss, check_penalty
 from ..solvers.certify import certify, describe_failures, flow_from_primal
 
 __all__ = ["certify", "assert_optimal", "flow_from_primal", "Certificate", "ReferenceCache", "spec_key",
-           "default_cache_dir"]
+           "default_cache_dir", "check_loss", "check_penalty"]
 
 
 def assert_optimal(problem, W, rtol: float = 1e-6, *, U=None, atol: float = 0.0, k: int = 5) -> Certificate:
