@@ -25,9 +25,13 @@ Studies (each an experiment of this registry, each with a spec ``problems/paper/
     the paper's Theorem 2 certify exact recovery of the clusters.
 ``paper_reproduction``
     The summary (spec ``problems/paper/summary.toml`` with ``output = "paper.md"``): paper
-    value and measured value side by side. It reuses the results of the studies run earlier
-    in the same process (``gtvcvx report problems/paper`` runs the study specs first) and runs
-    any missing study with its default parameters.
+    value and measured value side by side. It reuses a study's result from this process only
+    when it was run with the same parameters (:class:`StudyResults`; ``gtvcvx report
+    problems/paper`` runs the study specs first), and runs the study otherwise.
+
+Default parameters live in ``paper_defaults.toml`` next to this module (the study specs
+override them only where they say so). The recovery analysis (cluster-reduced problem,
+network-flow certificate) is :mod:`gtvcvx.recovery`.
 
 Run everything without the report tool::
 
@@ -49,13 +53,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..capabilities import require
 from ..io import atomic_savefig, atomic_write_text
+from ..recovery import flow_recovery_certificate, reduced_cluster_problem, solution_clusters
 from . import ExperimentOutput
 
-__all__ = ["EXPERIMENTS", "DEFAULTS", "PAPER_VALUES", "sbm_table1", "sbm_k_clusters", "chain_sweep",
-           "digits_study", "lam_guidance", "paper_reproduction", "write_paper_report", "prediction_mse",
-           "solution_clusters", "flow_recovery_certificate", "reduced_cluster_problem", "main"]
+__all__ = ["EXPERIMENTS", "DEFAULTS", "QUICK", "RESULTS", "StudyResults", "PAPER_VALUES", "sbm_table1",
+           "sbm_k_clusters", "chain_sweep", "digits_study", "lam_guidance", "paper_reproduction",
+           "write_paper_report", "prediction_mse", "main"]
 
 #: Numbers the paper states (Table I; the authors' notebook prints the same values).
 PAPER_VALUES = {"gtv": 1.42e-5, "ifca": 2.82, "fedavg": 2.86}
@@ -75,51 +79,53 @@ SOURCES = {
             "learning\", NeurIPS 2020",
 }
 
-DEFAULTS = {
-    "paper_sbm_table1": {
-        "sizes": [100, 100], "p_in": 0.5, "p_out": 0.01, "d": 100, "m": 10, "sigma": 1e-3, "lam": 1e-2,
-        "tol": 1e-6, "seed": 0, "pdhg_iterations": [1000, 2000], "pdhg_check_every": 100,
-        "ifca_restarts": 10, "ifca_paper_rounds": 300, "ifca_paper_lr": 0.1, "authors_scaling": True,
-    },
-    "paper_sbm_k_clusters": {
-        "ks": [2, 3, 4, 5, 6, 7, 8, 9, 10], "n_nodes": 200, "p_in": 0.5, "p_out": 0.01, "d": 100, "m": 10,
-        "sigma": 1e-3, "lam": 1e-2, "tol": 1e-6, "seed": 1, "ifca_restarts": 10,
-    },
-    "paper_chain": {
-        "cluster_size": 50, "d": 2, "m": 5, "weights": [[2.0, 2.0], [-2.0, 2.0]],
-        "eps": [0.0, 0.2, 0.4, 0.6, 0.8, 1.0, 1.2],
-        "penalties": {"norm1": 0.1, "norm2": 0.1, "squared_norm2": 0.05},
-        "rhos": [0.2, 0.4, 0.6], "sigmas": [0.01, 0.1, 1.0], "sigma_rho": 0.6, "repetitions": 5,
-        "tol": 1e-6, "seed": 2,
-    },
-    "paper_digits": {
-        "pairs": [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9]], "nodes_per_cluster": 8, "train_fraction": 0.5,
-        "pca_dim": 16, "label_noise": 0.1, "knn": 4,
-        "lams": [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 1000.0],
-        "tol": 1e-6, "time_limit": 120.0, "ridge": 1e-4, "ifca_restarts": 10, "seed": 3,
-    },
-    "paper_lam_guidance": {
-        "sizes": [100, 100], "p_in": 0.5, "p_out": 0.01, "d": 100, "m": 10, "sigma": 1e-3,
-        "lams": [1e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0, 10.0],
-        "tol": 1e-6, "seed": 0, "fusion_tol": 1e-3, "window_grid": 25, "bisection_steps": 12,
-    },
-}
+def _load_defaults() -> tuple[dict, dict]:
+    """``(DEFAULTS, QUICK)`` from ``paper_defaults.toml`` next to this module (the single source)."""
+    import tomllib
 
-QUICK = {
-    "paper_sbm_table1": {"sizes": [20, 20], "p_in": 0.6, "p_out": 0.05, "d": 10, "m": 5, "pdhg_iterations": [100, 200],
-                         "pdhg_check_every": 100, "ifca_restarts": 3, "ifca_paper_rounds": 50},
-    "paper_sbm_k_clusters": {"ks": [2, 3], "n_nodes": 30, "p_in": 0.6, "p_out": 0.05, "d": 8, "m": 6,
-                             "ifca_restarts": 3},
-    "paper_chain": {"cluster_size": 10, "eps": [0.0, 0.5, 1.2], "rhos": [0.6], "sigmas": [0.1], "repetitions": 2,
-                    "tol": 1e-5},
-    "paper_digits": {"pairs": [[0, 1], [2, 3]], "nodes_per_cluster": 3, "pca_dim": 8, "lams": [0.1, 1.0],
-                     "time_limit": 30.0, "ifca_restarts": 2},
-    "paper_lam_guidance": {"sizes": [15, 15], "p_in": 0.6, "p_out": 0.05, "d": 8, "m": 6,
-                           "lams": [1e-3, 1e-2, 1e-1, 1.0, 10.0], "window_grid": 7, "bisection_steps": 4},
-}
+    with (Path(__file__).with_name("paper_defaults.toml")).open("rb") as handle:
+        table = tomllib.load(handle)
+    quick = table.pop("quick", {})
+    return table, quick
 
-#: Results of the studies run in this process (the summary reuses them): name -> dict.
-_SESSION: dict = {}
+
+#: Default parameters per study, and the ``quick`` overrides (from ``paper_defaults.toml``).
+DEFAULTS, QUICK = _load_defaults()
+
+
+class StudyResults:
+    """Results of studies run in this process, keyed by study name *and* effective parameters.
+
+    The summary reuses a study's result only when it was run with exactly the parameters the
+    summary would use (the seeds are parameters), so what the summary reports never depends on
+    which runs happened before; the store only saves time. Every study also writes its result
+    (parameters, measured values, Markdown, figure names) to ``<out_dir>/<study>.json`` next to
+    its figures.
+    """
+
+    def __init__(self):
+        self._store: dict = {}
+
+    @staticmethod
+    def key(name: str, params: dict) -> tuple:
+        return name, json.dumps(params, sort_keys=True, default=str)
+
+    def put(self, name: str, params: dict, result: dict, out_dir: Path) -> None:
+        self._store[self.key(name, params)] = result
+        record = {"study": name, "params": params, "measured": result["measured"], "markdown": result["markdown"],
+                  "figures": [Path(f).name for f in result["figures"]]}
+        atomic_write_text(Path(out_dir) / f"{name}.json", json.dumps(record, indent=1, sort_keys=True, default=str)
+                          + "\n")
+
+    def get(self, name: str, params: dict):
+        return self._store.get(self.key(name, params))
+
+    def clear(self) -> None:
+        self._store.clear()
+
+
+#: The studies' results in this process (see :class:`StudyResults`).
+RESULTS = StudyResults()
 
 
 # =======================================================================================
@@ -194,17 +200,6 @@ def prediction_mse(loss, W) -> float:
     if counts.sum() == 0:
         return float("nan")
     return float((loss.node_values(W) * counts).sum() / counts.sum())
-
-
-def solution_clusters(graph, W, tol: float) -> np.ndarray:
-    """Clusters of a GTV solution: components of the edges with ``||w_i - w_j|| <= tol``."""
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import connected_components
-
-    e = graph.edges
-    keep = np.linalg.norm(W[e[:, 0]] - W[e[:, 1]], axis=1) <= tol
-    adj = csr_matrix((np.ones(int(keep.sum())), (e[keep, 0], e[keep, 1])), shape=(graph.n, graph.n))
-    return connected_components(adj, directed=False)[1]
 
 
 def _solve(problem, tol, **kwargs):
@@ -466,8 +461,8 @@ def sbm_table1(params: dict, out_dir: Path, *, quick: bool = False) -> Experimen
     measured = {k: float(v) for k, v in measured.items() if v is not None}
 
     md = _table1_markdown(p, table, measured, gtv, figures)
-    result = {"params": p, "table": table, "measured": measured, "figures": figures, "markdown": md}
-    _SESSION["paper_sbm_table1"] = result
+    RESULTS.put("paper_sbm_table1", p, {"params": p, "table": table, "measured": measured, "figures": figures,
+                                        "markdown": md}, out_dir)
     return ExperimentOutput(title="Table I: two-cluster SBM, GTV versus federated-learning baselines", markdown=md,
                             tables={"table1": table}, figures=figures, measured=measured)
 
@@ -589,8 +584,8 @@ def sbm_k_clusters(params: dict, out_dir: Path, *, quick: bool = False) -> Exper
         "`flow_certified` / `congestion`: the network-flow conditions of the lam guidance section at this lam "
         "(congestion < 1 certifies that the GTV solution is exactly cluster-wise constant).",
         "", _md_table(table, cols), "", _k_reading(p, table), "", f"![MSE versus k]({figures[0].name})", ""])
-    _SESSION["paper_sbm_k_clusters"] = {"params": p, "table": table, "measured": measured, "figures": figures,
-                                        "markdown": md}
+    RESULTS.put("paper_sbm_k_clusters", p, {"params": p, "table": table, "measured": measured, "figures": figures,
+                                            "markdown": md}, out_dir)
     return ExperimentOutput(title="Fig. 2: MSE versus the number of clusters", markdown=md,
                             tables={"k_clusters": table},
                             figures=figures, measured=measured)
@@ -723,8 +718,8 @@ def chain_sweep(params: dict, out_dir: Path, *, quick: bool = False) -> Experime
     if nonunique:
         measured["nonunique_mse_gap"] = float(abs(nonunique["mse_cold"] - nonunique["mse_warm"]))
     md = _chain_markdown(p, summary, nonunique, figures, len(raw), time.perf_counter() - t_start)
-    _SESSION["paper_chain"] = {"params": p, "table": summary, "raw": raw, "measured": measured, "figures": figures,
-                               "markdown": md, "nonunique": nonunique}
+    RESULTS.put("paper_chain", p, {"params": p, "table": summary, "raw": raw, "measured": measured,
+                                   "figures": figures, "markdown": md, "nonunique": nonunique}, out_dir)
     return ExperimentOutput(title="Figs. 3-4: chain of two clusters, MSE versus the bridge weight", markdown=md,
                             tables={"chain_summary": summary, "chain_runs": raw}, figures=figures, measured=measured)
 
@@ -836,227 +831,8 @@ def _chain_markdown(p, summary, nonunique, figures, n_solves, seconds) -> str:
 
 
 # =======================================================================================
-# Study 5: regularization guidance (the flow conditions behind Theorem 2)
+# Study 5: regularization guidance (the flow conditions behind Theorem 2; gtvcvx.recovery)
 # =======================================================================================
-def reduced_cluster_problem(problem, labels, lam: float | None = None):
-    """The GTV problem on the cluster quotient graph.
-
-    One node per cluster ``c`` with loss ``S_c(v) = sum_{i in c} L_i(v)`` (squared error,
-    compressed to ``rank(H_c)`` rows with the same Hessian and gradient) and one edge per pair
-    of clusters joined by boundary edges, with weight ``A_cc' = sum of their weights``; same
-    penalty. If the GTV solution is constant on every cluster, its cluster values solve this
-    problem (sum the node optimality conditions over a cluster: the intra-cluster flows cancel).
-
-    Returns
-    -------
-    GTVProblem (k nodes) and the quotient edges as an array of cluster pairs.
-    """
-    from ..graph import Graph
-    from ..losses import SquaredError
-    from ..problem import GTVProblem
-
-    loss = problem.loss
-    require(loss, ("quadratic",), user="reduced_cluster_problem")  # pools the clusters' quadratics
-    labels = np.asarray(labels)
-    k = int(labels.max()) + 1
-    d = loss.d
-    weight = 1.0 / loss.counts[loss.node_of_sample]
-    cl = labels[loss.node_of_sample]
-    Xs, ys = [], []
-    for c in range(k):  # one compressed design per cluster
-        sel = cl == c
-        X, y, s = loss.X_all[sel], loss.y_all[sel], weight[sel]
-        H = (X.T * s) @ X
-        g = X.T @ (s * y)
-        lam_h, V = np.linalg.eigh(H)
-        keep = lam_h > lam_h.max(initial=0.0) * d * np.finfo(float).eps
-        r = int(keep.sum())
-        if r == 0:
-            Xs.append(np.zeros((0, d)))
-            ys.append(np.zeros(0))
-            continue
-        root = np.sqrt(lam_h[keep])
-        Xs.append(math.sqrt(r) * (root[:, None] * V[:, keep].T))
-        ys.append(math.sqrt(r) * (V[:, keep].T @ g) / root)
-    e = problem.graph.edges
-    a, b = labels[e[:, 0]], labels[e[:, 1]]
-    cross = a != b
-    lo, hi = np.minimum(a[cross], b[cross]), np.maximum(a[cross], b[cross])
-    pairs, inverse = np.unique(np.column_stack([lo, hi]), axis=0, return_inverse=True)
-    A = np.bincount(inverse.reshape(-1), problem.graph.weights[cross], minlength=len(pairs))
-    graph = Graph.from_edges(k, pairs if len(pairs) else np.zeros((0, 2), dtype=np.int64), A if len(pairs) else None)
-    reduced = GTVProblem(graph, SquaredError(Xs, ys, d=d), problem.penalty, problem.lam if lam is None else lam)
-    return reduced, pairs
-
-
-def _cluster_quadratics(loss, labels):
-    """``H_c, g_c`` with ``sum_{i in c} L_i(v) = v^T H_c v - 2 g_c^T v + const`` (squared error)."""
-    weight = 1.0 / loss.counts[loss.node_of_sample]
-    cl = np.asarray(labels)[loss.node_of_sample]
-    k = int(np.max(labels)) + 1
-    H = np.zeros((k, loss.d, loss.d))
-    g = np.zeros((k, loss.d))
-    for c in range(k):
-        sel = cl == c
-        X, y, s = loss.X_all[sel], loss.y_all[sel], weight[sel]
-        H[c] = (X.T * s) @ X
-        g[c] = X.T @ (s * y)
-    return H, g
-
-
-def _polish_reduced(H, g, pairs, A, lam, v, *, max_iter=50):
-    """Newton's method on the reduced nLasso objective where every quotient difference is nonzero.
-
-    ``f(v) = sum_c (v_c^T H_c v_c - 2 g_c^T v_c) + lam sum_q A_q ||v_a - v_b||`` is smooth there;
-    a few damped Newton steps from the first-order solution reach rounding accuracy.
-    """
-    k, d = v.shape
-
-    def value(x):
-        diff = x[pairs[:, 0]] - x[pairs[:, 1]]
-        return float(np.einsum("cd,cde,ce->", x, H, x) - 2 * np.einsum("cd,cd->", g, x)
-                     + lam * (A * np.linalg.norm(diff, axis=1)).sum())
-
-    x = v.copy()
-    f = value(x)
-    for _ in range(max_iter):
-        grad = 2 * np.einsum("cde,ce->cd", H, x) - 2 * g
-        hess = np.zeros((k * d, k * d))
-        for c in range(k):
-            hess[c * d:(c + 1) * d, c * d:(c + 1) * d] = 2 * H[c]
-        for q, (a, b) in enumerate(pairs):
-            diff = x[a] - x[b]
-            nrm = np.linalg.norm(diff)
-            if nrm == 0:
-                return v, False
-            u = diff / nrm
-            grad[a] += lam * A[q] * u
-            grad[b] -= lam * A[q] * u
-            block = lam * A[q] * (np.eye(d) - np.outer(u, u)) / nrm
-            for i, j, sgn in ((a, a, 1), (b, b, 1), (a, b, -1), (b, a, -1)):
-                hess[i * d:(i + 1) * d, j * d:(j + 1) * d] += sgn * block
-        step = -np.linalg.lstsq(hess, grad.reshape(-1), rcond=None)[0].reshape(k, d)
-        decrement = float(-(grad.reshape(-1) @ step.reshape(-1)))
-        if decrement <= 1e-10 * (1 + abs(f)):
-            # quadratic region: full steps (an Armijo test cannot resolve these decreases in rounding)
-            x = x + step
-            if decrement <= 1e-26 * (1 + abs(f)):
-                break
-            f = value(x)
-            continue
-        t = 1.0
-        while t > 1e-10:
-            f_new = value(x + t * step)
-            if f_new <= f - 0.25 * t * decrement:
-                break
-            t *= 0.5
-        x = x + t * step
-        f = f_new
-    return x, True
-
-
-def flow_recovery_certificate(problem, labels, *, tol: float = 1e-11, fusion_tol: float = 1e-6):
-    """Check the network-flow (KKT) conditions for exact recovery of the clusters ``labels``.
-
-    Exact recovery means that the GTV minimizer is constant on every cluster and different on
-    neighbouring clusters. With the nLasso penalty this holds (and the minimizer is unique)
-    when
-
-    1. the cluster-reduced problem (:func:`reduced_cluster_problem`) keeps all clusters apart;
-       its solution ``v`` fixes the flow on every boundary edge to the capacity,
-       ``U_e = lam A_e (v_a - v_b) / ||v_a - v_b||``;
-    2. inside every cluster there is a flow that routes the remaining node demands
-       ``q_i = -grad L_i(v_c) - (D_bd^T U_bd)_i`` with ``||U_e|| < lam A_e``.
-
-    Condition 2 is checked with the electrical flow (conductances ``A_e``): ``U_e = A_e
-    (phi_i - phi_j)`` with ``L_c phi = q_c``; its congestion ``max_e ||phi_i - phi_j|| / lam``
-    below 1 certifies condition 2 (the electrical flow is one feasible routing, so this is
-    sufficient, not necessary). Then ``(W = v[labels], U)`` satisfies every KKT condition, and
-    strict capacity slack inside the clusters forces every minimizer to be cluster-wise
-    constant; with full-rank cluster Hessians the reduced problem, hence the GTV minimizer, is
-    unique.
-
-    This is the mechanism of the paper's analysis (a flow through each well-connected
-    cluster with capacities ``lam A_e``, Sec. V); it is evaluated here in its exact form
-    instead of through the constants of Theorem 2.
-
-    Returns
-    -------
-    dict with ``separated``, ``congestion``, ``certified`` (bool), ``v`` (cluster values),
-    ``reduced_rel_gap``, ``demand_residual``.
-    """
-    from ..solvers import solve
-
-    labels = np.asarray(labels)
-    reduced, pairs = reduced_cluster_problem(problem, labels)
-    red = solve(reduced, tol=tol, max_iter=200_000)
-    v = red.W
-    lam = problem.lam
-    out = {"v": v, "reduced_rel_gap": red.rel_gap, "separated": True, "congestion": float("nan"),
-           "certified": False, "demand_residual": float("nan")}
-    scale = max(float(np.linalg.norm(v, axis=1).max(initial=0.0)), 1e-300)
-    if len(pairs):
-        gaps = np.linalg.norm(v[pairs[:, 0]] - v[pairs[:, 1]], axis=1)
-        out["separated"] = bool((gaps > fusion_tol * scale).all())
-    if not out["separated"] or lam <= 0:
-        return out
-    if len(pairs):
-        H, g = _cluster_quadratics(problem.loss, labels)
-        v, ok = _polish_reduced(H, g, pairs, reduced.graph.weights, lam, v)
-        out["v"] = v
-    graph = problem.graph
-    e = graph.edges
-    la, lb = labels[e[:, 0]], labels[e[:, 1]]
-    cross = la != lb
-    diff = v[la[cross]] - v[lb[cross]]
-    U_bd = (lam * graph.weights[cross] / np.linalg.norm(diff, axis=1))[:, None] * diff
-    W = v[labels]
-    demand = -problem.loss.gradient(W)
-    # subtract the boundary flows' divergence (D^T U)_i = sum_{e: i = e+} U_e - sum_{e: i = e-} U_e
-    np.add.at(demand, e[cross, 0], -U_bd)
-    np.add.at(demand, e[cross, 1], U_bd)
-    worst = 0.0
-    residual = 0.0
-    intra = ~cross
-    from scipy.sparse.csgraph import connected_components
-    from scipy.sparse import csr_matrix
-
-    for c in range(int(labels.max()) + 1):  # one Laplacian solve per cluster
-        nodes = np.flatnonzero(labels == c)
-        pos = np.full(graph.n, -1)
-        pos[nodes] = np.arange(nodes.size)
-        sel = intra & (la == c)
-        ei, ej, w = pos[e[sel, 0]], pos[e[sel, 1]], graph.weights[sel]
-        nc = nodes.size
-        adj = csr_matrix((w, (ei, ej)), shape=(nc, nc))
-        ncomp, comp = connected_components(adj, directed=False)
-        L = np.zeros((nc, nc))
-        np.add.at(L, (ei, ei), w)
-        np.add.at(L, (ej, ej), w)
-        np.add.at(L, (ei, ej), -w)
-        np.add.at(L, (ej, ei), -w)
-        q = demand[nodes]
-        phi = np.zeros_like(q)
-        for t in range(ncomp):
-            members = np.flatnonzero(comp == t)
-            total = q[members].sum(axis=0)
-            residual = max(residual, float(np.linalg.norm(total) / max(np.abs(q).sum(), 1e-300)))
-            if members.size == 1:
-                if np.linalg.norm(total) > 1e-9 * max(np.abs(q).sum(), 1e-300):
-                    worst = np.inf  # an isolated node with unmet demand: no intra flow exists
-                continue
-            qq = q[members] - total / members.size  # remove the reduced solver's rounding residual
-            Lm = L[np.ix_(members, members)]
-            sub = np.linalg.solve(Lm[1:, 1:], qq[1:])  # ground the first node
-            phi[members[1:]] = sub
-        if sel.any():
-            worst = max(worst, float(np.linalg.norm(phi[ei] - phi[ej], axis=1).max() / lam))
-    out["congestion"] = worst
-    out["demand_residual"] = residual
-    out["certified"] = bool(worst < 1.0 and residual < 1e-8)
-    return out
-
-
 def _guidance_reading(t, lam_lo, lam_hi) -> str:
     best = t.loc[t["mse"].idxmin()]
     inside = t[t["predicted_recovery"]]
@@ -1196,8 +972,8 @@ def lam_guidance(params: dict, out_dir: Path, *, quick: bool = False) -> Experim
         f"closed-form fusion threshold of the two clusters ||grad S_1(w_pool)|| / A(boundary) = {_fmt(lam_hi_closed)}.",
         "", _md_table(table, cols), "", _guidance_reading(table, lam_lo, lam_hi), "",
         f"![lam guidance]({figures[0].name})", ""])
-    _SESSION["paper_lam_guidance"] = {"params": p, "table": table, "measured": measured, "figures": figures,
-                                      "markdown": md}
+    RESULTS.put("paper_lam_guidance", p, {"params": p, "table": table, "measured": measured, "figures": figures,
+                                          "markdown": md}, out_dir)
     return ExperimentOutput(title="Regularization guidance: lam sweep and the flow conditions for recovery",
                             markdown=md, tables={"lam_guidance": table}, figures=figures, measured=measured)
 
@@ -1386,8 +1162,8 @@ def digits_study(params: dict, out_dir: Path, *, quick: bool = False) -> Experim
         "", _md_table(table, ["method", "lam", "val_accuracy", "train_accuracy", "clusters", "ari", "rel_gap", "status",
                               "iterations", "seconds"]),
         "", _digits_reading(gtv, base, p), "", f"![digits accuracy]({figures[0].name})", ""])
-    _SESSION["paper_digits"] = {"params": p, "table": table, "measured": measured, "figures": figures,
-                                "markdown": md}
+    RESULTS.put("paper_digits", p, {"params": p, "table": table, "measured": measured, "figures": figures,
+                                    "markdown": md}, out_dir)
     return ExperimentOutput(title="Handwritten digits: logistic local models on digit pairs", markdown=md,
                             tables={"digits": table}, figures=figures, measured=measured)
 
@@ -1539,18 +1315,17 @@ def paper_reproduction(params: dict, out_dir: Path, *, quick: bool = False) -> E
     unknown = set(params) - set(_STUDIES)
     if unknown:
         raise ValueError(f"params: unknown key(s) {sorted(unknown)}; expected some of {sorted(_STUDIES)} "
-                         "(parameter tables of studies not run earlier in this process)")
+                         "(parameter tables of the studies)")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     results = {}
     ran_here = []
     for name in _STUDIES:
-        if name in _SESSION and name not in params:
-            results[name] = _SESSION[name]
-        else:
+        effective = _params(name, params.get(name), quick)
+        if RESULTS.get(name, effective) is None:  # not run with these parameters in this process
             _study_function(name)(params.get(name, {}), out_dir, quick=quick)
-            results[name] = _SESSION[name]
             ran_here.append(name)
+        results[name] = RESULTS.get(name, effective)
     figures = []
     for name, res in results.items():  # every figure next to the summary's Markdown
         for fig in res["figures"]:
