@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +35,9 @@ def test_study_specs_are_registered_and_match_defaults():
     for spec_path in STUDY_SPECS:
         spec = load_spec(spec_path)
         assert spec.kind == "experiment" and spec.experiment in paper.EXPERIMENTS
-        assert spec.params == paper.DEFAULTS[spec.experiment], spec_path.name  # the summary's defaults = the specs
+        # one source of parameters: the specs override nothing, so the summary's defaults are theirs
+        assert spec.params == {}, spec_path.name
+        assert set(paper.QUICK[spec.experiment]) <= set(paper.DEFAULTS[spec.experiment])
     summary = load_spec(SPEC_DIR / "summary.toml")
     assert summary.experiment == "paper_reproduction" and summary.output == "paper.md"
 
@@ -64,25 +67,20 @@ def test_quick_results_make_sense(quick_runs):
     assert digits["gtv_uncertified"] == 0
 
 
-def test_summary_reuses_the_session_and_checks_hold(quick_runs, tmp_path):
+def test_summary_reuses_runs_with_the_same_parameters_and_checks_hold(quick_runs, tmp_path):
     out, runs = quick_runs
+    # every study wrote its result (parameters, measured values) next to its figures
+    record = json.loads((out / "paper_sbm_table1.json").read_text())
+    assert record["measured"] == runs["paper_sbm_table1"][1].measured and record["params"]["seed"] == 0
+    # a run with other parameters must not leak into the summary (results never depend on call order)
+    other = paper.sbm_k_clusters({"seed": 7}, tmp_path / "other", quick=True)
     spec = load_spec(SPEC_DIR / "summary.toml")
     output = paper.paper_reproduction(dict(spec.params), tmp_path, quick=True)
+    assert "run here:" not in output.markdown  # nothing re-run: every study was run with these parameters
     assert "Paper versus measured" in output.markdown
     assert set(_checked_names(spec)) <= set(output.measured)
     assert output.measured["table1_gtv_rel_gap"] == runs["paper_sbm_table1"][1].measured["gtv_rel_gap"]
+    k_measured = runs["paper_sbm_k_clusters"][1].measured
+    assert all(output.measured[f"kclusters_{k}"] == v for k, v in k_measured.items())
+    assert other.measured != k_measured
     assert all((tmp_path / Path(f).name).is_file() for f in output.figures)
-
-
-def test_flow_certificate_matches_the_gtv_solution():
-    graph, labels = g.graphs.sbm([8, 8], 0.9, 0.1, seed=3)
-    rng = np.random.default_rng(0)
-    W_c = np.array([[1.0, 0.0, 2.0], [-1.0, 1.0, 0.0]])
-    X = [rng.standard_normal((5, 3)) for _ in labels]
-    y = [x @ W_c[c] + 0.01 * rng.standard_normal(5) for x, c in zip(X, labels)]
-    problem = g.GTVProblem(graph, g.SquaredError(X, y), g.Norm2(), 0.05)
-    cert = paper.flow_recovery_certificate(problem, labels)
-    assert cert["separated"] and cert["certified"] and cert["congestion"] < 1
-    W = g.solve(problem, tol=1e-9).W
-    np.testing.assert_allclose(W, cert["v"][labels], atol=1e-4)
-    assert not paper.flow_recovery_certificate(problem.with_lam(1e-6), labels)["certified"]
