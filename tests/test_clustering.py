@@ -96,27 +96,31 @@ def test_labels_identical_between_solvers_on_separated_blobs():
         assert np.abs(results[0].centers[ps.truth.labels == c] - mean).max() < 1e-4
 
 
-def test_fast_means_pdhg_and_ssnal_stays_available():
+def test_fast_means_halpern_and_method_names_match_gtvcvx_solve():
     pts = small_points(12, n=20)
     fast = convex_clustering(pts, 0.4, k=5, tol=1e-9)
     ssnal = convex_clustering(pts, 0.4, k=5, tol=1e-9, solver="SSNAL")  # gtvcvx names case-insensitive
-    pdhg = convex_clustering(pts, 0.4, k=5, tol=1e-9, solver="pdhg")
-    assert fast.gtv.solver == "fast" and ssnal.gtv.solver == "ssnal" and pdhg.gtv.solver == "fast"
-    assert all(r.status == "optimal" and r.rel_gap <= 1e-9 for r in (fast, ssnal, pdhg))
-    assert np.abs(ssnal.centers - pdhg.centers).max() < 1e-4 and np.array_equal(ssnal.labels, pdhg.labels)
+    halpern = convex_clustering(pts, 0.4, k=5, tol=1e-9, solver="halpern")
+    plain = convex_clustering(pts, 0.4, k=5, tol=1e-7, solver="pdhg")  # the paper's Algorithm 1, as in g.solve
+    assert fast.gtv.solver == "fast" and ssnal.gtv.solver == "ssnal" and halpern.gtv.solver == "fast"
+    assert fast.gtv.info["method"] == halpern.gtv.info["method"] == "halpern" and plain.gtv.info["method"] == "pdhg"
+    assert all(r.status == "optimal" and r.rel_gap <= 1e-9 for r in (fast, ssnal, halpern))
+    assert plain.status == "optimal" and plain.rel_gap <= 1e-7
+    assert np.abs(ssnal.centers - halpern.centers).max() < 1e-4 and np.array_equal(ssnal.labels, halpern.labels)
+    assert np.array_equal(plain.labels, halpern.labels)
     assert "newton_iterations" in ssnal.gtv.info and ssnal.gtv.history is not None
 
 
-def test_path_warm_starts_ssnal_and_agrees_with_pdhg():
+def test_path_warm_starts_ssnal_and_agrees_with_halpern():
     pts = small_points(13, n=30)
     path = clustering_path(pts, n_lams=6, k=5, tol=1e-7, solver="ssnal")
     assert all(r.gtv.solver == "ssnal" and r.rel_gap <= 1e-7 for r in path.results)
     mid = path.lams[3]
     cold = convex_clustering(pts, mid, k=5, tol=1e-7, polish=False, solver="ssnal")
     assert path.results[3].gtv.info["newton_iterations"] <= cold.gtv.info["newton_iterations"]
-    pdhg = clustering_path(pts, path.lams, k=5, tol=1e-7, solver="pdhg")
-    assert all(r.gtv.solver == "fast" for r in pdhg.results)
-    assert np.abs(pdhg.centers - path.centers).max() < 1e-3
+    halpern = clustering_path(pts, path.lams, k=5, tol=1e-7, solver="halpern")
+    assert all(r.gtv.solver == "fast" for r in halpern.results)
+    assert np.abs(halpern.centers - path.centers).max() < 1e-3
 
 
 # ------------------------------------------------------------------------- cluster extraction

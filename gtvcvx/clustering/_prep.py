@@ -16,11 +16,13 @@ __all__ = ["check_points", "check_norm_penalty", "Standardization", "standardiza
            "clustering_graph", "SOLVERS", "FAST_SOLVERS"]
 
 #: Solvers of :func:`gtvcvx.clustering.convex_clustering`: ``"fast"`` (the fastest certified
-#: method of gtvcvx, currently ``"pdhg"``), ``"ssnal"`` (:func:`gtvcvx.solvers.ssnal.solve_ssnal`),
-#: ``"pdhg"`` (:func:`gtvcvx.solve`, the restarted PDHG core) and the CVXPY backends.
-SOLVERS = ("fast", "ssnal", "pdhg", "CLARABEL", "SCS")
+#: method of gtvcvx, currently ``"halpern"``), ``"ssnal"`` (:func:`gtvcvx.solvers.ssnal.solve_ssnal`),
+#: ``"halpern"`` (:func:`gtvcvx.solve`, the restarted Halpern PDHG core), ``"pdhg"`` (the paper's
+#: plain Algorithm 1, ``gtvcvx.solve(method="pdhg")``: the same names as ``gtvcvx.solve``) and
+#: the CVXPY backends.
+SOLVERS = ("fast", "ssnal", "halpern", "pdhg", "CLARABEL", "SCS")
 #: The gtvcvx methods among :data:`SOLVERS` (warm-startable, certified by gtvcvx).
-FAST_SOLVERS = ("fast", "ssnal", "pdhg")
+FAST_SOLVERS = ("fast", "ssnal", "halpern", "pdhg")
 
 
 def check_points(points, name: str = "points") -> np.ndarray:

@@ -175,8 +175,8 @@ def clustering_path(points, lams=None, *, n_lams: int = 40, lam_min_ratio=None, 
 
     Notes
     -----
-    Solves run in ascending lam. The gtvcvx methods (``"fast"`` = ``"pdhg"``, ``"ssnal"``,
-    ``"pdhg"``) start each lam from the previous solution:
+    Solves run in ascending lam. The gtvcvx methods (``"fast"`` = ``"halpern"``, ``"ssnal"``,
+    ``"halpern"``, ``"pdhg"``) start each lam from the previous solution:
     ``W`` as it is and the flow scaled by ``lam / lam_prev``, which keeps it inside the new
     (larger) capacity balls, so the warm start is dual feasible. At ``lam >= lam_max`` the
     exact solution is known (``W`` = component means with the flow of :func:`lam_max`) and is
