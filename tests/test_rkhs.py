@@ -118,7 +118,9 @@ def test_two_points_one_kernel_closed_form(solver):
     assert r.dual == pytest.approx(value, rel=tol)
     assert r.primal == pytest.approx(value, rel=tol)
     # multipliers converge like the square root of the objective (curvature kappa^2/4 in lambda_2)
-    np.testing.assert_allclose(r.lam, [0.0, 2 * a_star / kappa], atol=1e-3, rtol=1e-3)
+    np.testing.assert_allclose(r.multipliers, [0.0, 2 * a_star / kappa], atol=1e-3, rtol=1e-3)
+    with pytest.warns(DeprecationWarning, match="use RKHSResult.multipliers"):
+        assert r.lam is r.multipliers  # the old name, kept as a deprecated alias
     # the feasible envelope point is first-order accurate (psi has slope a* there); the L0
     # recovery abar inherits the multipliers' square-root accuracy
     np.testing.assert_allclose(r.alpha_envelope, [a_star], rtol=tol)

@@ -46,7 +46,7 @@ def test_federated_counts_and_sent_samples(split):
     for (X, y), sent in zip(agents, res.sent):
         local = solve_dual(RKHSProblem(X, y, D, GAMMA, EPS, C * len(y) / n_total))
         assert local.status == Status.OPTIMAL
-        np.testing.assert_array_equal(np.flatnonzero(critical_mask(local.lam)), sent)
+        np.testing.assert_array_equal(np.flatnonzero(critical_mask(local.multipliers)), sent)
     assert res.server.status == Status.OPTIMAL and res.server.rel_gap <= 1e-6
     assert (res.agents["status"] == "optimal").all()
     assert res.model.dual_.shape == (res.n_sent,)

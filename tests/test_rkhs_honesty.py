@@ -83,8 +83,8 @@ def test_rkhs_certificates_obey_exact_weak_duality(case, max_iter):
     upper = 1e3 if problem.C is None else problem.C
     lams = [rng.uniform(0, upper, size=problem.N), np.zeros(problem.N)]
     result = solve_dual(problem, max_iter=max_iter, record_history=False)
-    if result.lam is not None:
-        lams.append(result.lam)
+    if result.multipliers is not None:
+        lams.append(result.multipliers)
     certs = [certify(problem, lam) for lam in lams]
     duals = [exact_dual(problem, np.clip(lam, 0, problem.upper)) for lam in lams]
     primals = []

@@ -11,7 +11,7 @@
 The CVXPY reference statements live in :mod:`gtvcvx.rkhs.reference`.
 """
 
-from .certificate import Certificate, certify, hard_margin_feasible_point
+from .certificate import RKHSCertificate, certify, hard_margin_feasible_point
 from .dictionary import Dictionary, gaussian_kernel
 from .problem import RKHSProblem, encode_labels, phi_conjugate, psi
 from .result import RKHSResult, critical_mask
@@ -24,5 +24,5 @@ from .run import plot_decision_boundary, run_rkhs_spec
 __all__ = ["SparseKernelClassifier", "NotFittedError", "ConvergenceWarning", "solve_problem", "federated_fit",
            "FederatedResult", "RKHSSpec", "load_rkhs_spec", "run_rkhs_spec", "plot_decision_boundary",
            "Dictionary", "gaussian_kernel", "RKHSProblem", "encode_labels", "psi", "phi_conjugate",
-           "RKHSResult", "critical_mask", "Certificate", "certify", "hard_margin_feasible_point",
+           "RKHSResult", "critical_mask", "RKHSCertificate", "certify", "hard_margin_feasible_point",
            "solve_dual", "METHODS"]

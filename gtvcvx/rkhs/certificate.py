@@ -24,17 +24,17 @@ import numpy as np
 from ..results import relative_gap
 from .problem import RKHSProblem, phi_conjugate
 
-__all__ = ["Certificate", "certify", "hard_margin_feasible_point"]
+__all__ = ["RKHSCertificate", "certify", "hard_margin_feasible_point"]
 
 
 @dataclass
-class Certificate:
+class RKHSCertificate:
     """See :func:`certify`.
 
     Attributes
     ----------
-    lam : ndarray (N,)
-        The multipliers projected onto ``[0, C]``.
+    multipliers : ndarray (N,)
+        The multipliers ``lambda`` projected onto ``[0, C]``.
     dual : float
     alpha : ndarray (M,)
         L0 recovery from ``lam``.
@@ -54,7 +54,7 @@ class Certificate:
     message : str
     """
 
-    lam: np.ndarray
+    multipliers: np.ndarray
     dual: float
     alpha: np.ndarray
     l0_primal: float
@@ -106,7 +106,7 @@ def _rigorously_feasible(problem: RKHSProblem, alpha):
     return scaled if (again >= target).all() else None
 
 
-def certify(problem: RKHSProblem, lam, z=None, *, feasible_alpha=None) -> Certificate:
+def certify(problem: RKHSProblem, lam, z=None, *, feasible_alpha=None) -> RKHSCertificate:
     r"""Certificate of optimality for multipliers ``lam`` and an optional primal candidate.
 
     Parameters
@@ -122,7 +122,7 @@ def certify(problem: RKHSProblem, lam, z=None, *, feasible_alpha=None) -> Certif
 
     Returns
     -------
-    Certificate
+    RKHSCertificate
 
     Notes
     -----
@@ -138,7 +138,7 @@ def certify(problem: RKHSProblem, lam, z=None, *, feasible_alpha=None) -> Certif
     lam = np.clip(np.asarray(lam, dtype=float), 0.0, p.upper)
     if lam.shape != (p.N,) or not np.isfinite(lam).all():
         nan_alpha = np.zeros(p.M)
-        return Certificate(np.zeros(p.N), float("-inf"), nan_alpha, float("nan"), float("nan"), float("nan"), None,
+        return RKHSCertificate(np.zeros(p.N), float("-inf"), nan_alpha, float("nan"), float("nan"), float("nan"), None,
                            float("inf"), float("inf"), float("inf"), message="multipliers are not finite")
     abar = p.abar(lam)
     # c.lam - sum Delta phi*(abar) can cancel when C is large: lower the bound by a first-order
@@ -201,7 +201,7 @@ def certify(problem: RKHSProblem, lam, z=None, *, feasible_alpha=None) -> Certif
         primal = best_value + 4.0 * (p.N + p.M + 8) * np.finfo(float).eps * magnitude
         gap = primal - dual
         rel = relative_gap(primal, dual)
-    return Certificate(lam=lam, dual=dual, alpha=alpha, l0_primal=l0_primal, l0_gap=l0_primal - dual,
+    return RKHSCertificate(multipliers=lam, dual=dual, alpha=alpha, l0_primal=l0_primal, l0_gap=l0_primal - dual,
                        margin_violation=margin_violation, alpha_envelope=best, primal=primal, gap=gap,
                        rel_gap=rel, repair=repair, message=message)
 

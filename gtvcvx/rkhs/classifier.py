@@ -194,14 +194,14 @@ class SparseKernelClassifier:
         self.result_ = result
         for name in ("classes_", "dual_", "alpha_", "alpha_l0_", "alpha_envelope_", "critical_samples_"):
             self.__dict__.pop(name, None)
-        if result.status in (Status.UNBOUNDED, Status.INFEASIBLE) or result.lam is None:
+        if result.status in (Status.UNBOUNDED, Status.INFEASIBLE) or result.multipliers is None:
             raise ValueError(f"fit failed with status {str(result.status)!r}: "
                              f"{result.message or 'the solver returned no solution'}")
         if result.status != Status.OPTIMAL:
             warnings.warn(f"solve stopped with status {str(result.status)!r} at relative gap {result.rel_gap:.3g}: "
                           f"{result.message}", ConvergenceWarning, stacklevel=3)
         self.classes_ = np.asarray(classes)
-        self.dual_ = result.lam
+        self.dual_ = result.multipliers
         self.alpha_l0_ = result.alpha
         self.alpha_envelope_ = result.alpha_envelope
         if self.recovery == "envelope" and result.alpha_envelope is not None:
@@ -211,8 +211,8 @@ class SparseKernelClassifier:
                 warnings.warn("no feasible envelope-primal point; predicting with the L0 recovery",
                               ConvergenceWarning, stacklevel=3)
             self.alpha_ = result.alpha
-        self.critical_threshold_ = self.critical_tol * max(1.0, float(np.max(result.lam))) if result.lam.size else 0.0
-        self.critical_samples_ = np.flatnonzero(critical_mask(result.lam, self.critical_tol))
+        self.critical_threshold_ = self.critical_tol * max(1.0, float(np.max(result.multipliers))) if result.multipliers.size else 0.0
+        self.critical_samples_ = np.flatnonzero(critical_mask(result.multipliers, self.critical_tol))
         self.n_kernels_ = int(np.count_nonzero(self.alpha_))
         self.gap_ = result.gap
         self.rel_gap_ = result.rel_gap

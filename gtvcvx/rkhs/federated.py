@@ -163,10 +163,10 @@ def federated_fit(agents, dictionary: Dictionary, gamma: float, eps: float, *, C
         problem = RKHSProblem(X, encode(y), dictionary, gamma, eps, restricted_C(X.shape[0]))
         res = solve_problem(problem, solver, method=method, tol=tol, max_iter=max_iter, time_limit=time_limit,
                             critical_tol=critical_tol)
-        usable = res.lam is not None and res.status not in (Status.UNBOUNDED, Status.INFEASIBLE, Status.SOLVER_ERROR)
+        usable = res.multipliers is not None and res.status not in (Status.UNBOUNDED, Status.INFEASIBLE, Status.SOLVER_ERROR)
         if usable:
-            idx = np.flatnonzero(critical_mask(res.lam, critical_tol))
-            mult = res.lam[idx] / problem.N
+            idx = np.flatnonzero(critical_mask(res.multipliers, critical_tol))
+            mult = res.multipliers[idx] / problem.N
         else:  # no local model: send everything, without multipliers
             idx = np.arange(problem.N)
             mult = np.zeros(idx.size)

@@ -128,10 +128,10 @@ def _result(problem, run, lam, alpha_env, critical_tol):
     info["repair"] = cert.repair
     message = "; ".join(filter(None, [run.message, cert.message]))
     return RKHSResult(
-        status=run.status, solver=run.solver, lam=cert.lam, alpha=cert.alpha, alpha_envelope=cert.alpha_envelope,
+        status=run.status, solver=run.solver, multipliers=cert.multipliers, alpha=cert.alpha, alpha_envelope=cert.alpha_envelope,
         primal=cert.primal, dual=cert.dual, gap=cert.gap, rel_gap=cert.rel_gap, l0_primal=cert.l0_primal,
         l0_gap=cert.l0_gap, margin_violation=cert.margin_violation, n_kernels=int(np.count_nonzero(coef)),
-        n_critical=int(critical_mask(cert.lam, critical_tol).sum()), iterations=run.iterations,
+        n_critical=int(critical_mask(cert.multipliers, critical_tol).sum()), iterations=run.iterations,
         setup_time=run.compile_time, solve_time=run.solve_time, message=message, info=info)
 
 

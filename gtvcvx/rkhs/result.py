@@ -36,8 +36,9 @@ class RKHSResult(SolveTimes):
     status : Status
     solver : str
         ``"fast"`` (with ``info["method"]``), ``"CLARABEL"``, ``"SCS"``, ...
-    lam : ndarray (N,) or None
-        Dual multipliers ``lambda`` (projected onto ``[0, C]``).
+    multipliers : ndarray (N,) or None
+        Dual multipliers ``lambda`` (projected onto ``[0, C]``); formerly ``lam`` (a deprecated alias): in
+        gtvcvx ``lam`` is always the regularization weight.
     alpha : ndarray (M,) or None
         L0 primal recovery ``alpha_j = abar_j if abar_j^2 > 2 gamma else 0``.
     alpha_envelope : ndarray (M,) or None
@@ -70,7 +71,7 @@ class RKHSResult(SolveTimes):
 
     status: Status
     solver: str
-    lam: np.ndarray | None = None
+    multipliers: np.ndarray | None = None
     alpha: np.ndarray | None = None
     alpha_envelope: np.ndarray | None = None
     primal: float = float("nan")
@@ -91,6 +92,14 @@ class RKHSResult(SolveTimes):
     info: dict = field(default_factory=dict)
 
     @property
+    def lam(self) -> np.ndarray | None:
+        """Deprecated name of :attr:`multipliers` (``lam`` means the regularization weight elsewhere)."""
+        import warnings
+
+        warnings.warn("RKHSResult.lam is deprecated; use RKHSResult.multipliers", DeprecationWarning, stacklevel=2)
+        return self.multipliers
+
+    @property
     def feasible_primal(self) -> bool:
         """True when ``primal`` was evaluated at a feasible envelope-primal point."""
         return self.alpha_envelope is not None
@@ -105,9 +114,9 @@ class RKHSResult(SolveTimes):
 
     def critical_samples(self, critical_tol: float = 1e-6) -> np.ndarray:
         """Indices of the samples with ``lambda_n > critical_tol * max(1, max(lambda))``."""
-        if self.lam is None:
+        if self.multipliers is None:
             return np.zeros(0, dtype=np.int64)
-        return np.flatnonzero(critical_mask(self.lam, critical_tol))
+        return np.flatnonzero(critical_mask(self.multipliers, critical_tol))
 
     def to_row(self) -> dict:
         """One flat dictionary (a pandas row) for reports."""

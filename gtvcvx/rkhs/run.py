@@ -41,7 +41,7 @@ def run_rkhs_spec(spec: RKHSSpec, solver: str = "fast") -> RKHSResult:
                            max_iter=opts.get("max_iter"), time_limit=opts.get("time_limit"),
                            solver_options=backend)
     coef = prediction_coefficients(result)
-    if coef is not None and result.lam is not None:
+    if coef is not None and result.multipliers is not None:
         if spec.has_test:
             X, y, on = spec.X_test, spec.y_test, "test"
         else:
@@ -85,7 +85,7 @@ def plot_decision_boundary(spec: RKHSSpec, result: RKHSResult, ax=None, *, resol
     y = spec.y
     ax.scatter(spec.X[y < 0, 0], spec.X[y < 0, 1], s=8, c="#c0392b", label="class -1")
     ax.scatter(spec.X[y > 0, 0], spec.X[y > 0, 1], s=8, c="#2471a3", label="class +1")
-    if result.lam is not None:
+    if result.multipliers is not None:
         crit = result.critical_samples()
         ax.scatter(spec.X[crit, 0], spec.X[crit, 1], s=40, facecolors="none", edgecolors="k", linewidths=0.8,
                    label=f"critical ({crit.size})")

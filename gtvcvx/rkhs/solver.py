@@ -24,7 +24,7 @@ import numpy as np
 import scipy.linalg as sla
 
 from ..results import Status
-from .certificate import Certificate, certify, hard_margin_feasible_point
+from .certificate import RKHSCertificate, certify, hard_margin_feasible_point
 from .problem import RKHSProblem
 from .result import DEFAULT_CRITICAL_TOL, RKHSResult, critical_mask
 
@@ -108,7 +108,7 @@ class _Tracker:
         self.best_lam = np.zeros(problem.N)
         self.best_primal = np.inf
         self.best_alpha = None
-        self.last: Certificate | None = None
+        self.last: RKHSCertificate | None = None
         self.feasible_alpha = None  # from the hard-margin LP, if run
         self.lp_checked = False
         self.lp_result = None
@@ -124,7 +124,7 @@ class _Tracker:
         cert = certify(self.p, lam_scaled * self.p.N, z, feasible_alpha=self.feasible_alpha)
         self.last = cert
         if cert.dual > self.best_dual:
-            self.best_dual, self.best_lam = cert.dual, cert.lam
+            self.best_dual, self.best_lam = cert.dual, cert.multipliers
         if cert.alpha_envelope is not None and cert.primal < self.best_primal:
             self.best_primal, self.best_alpha = cert.primal, cert.alpha_envelope
         gap, rel = self.gap()
@@ -324,7 +324,7 @@ def _finish(problem, tracker, status, iterations, message, info, method, setup_t
     if tracker.lp_result is not None:
         info["lp_check"] = tracker.lp_result[1] or ("feasible" if tracker.lp_result[0] else "")
     return RKHSResult(
-        status=status, solver="fast", lam=lam, alpha=cert.alpha, alpha_envelope=alpha_env,
+        status=status, solver="fast", multipliers=lam, alpha=cert.alpha, alpha_envelope=alpha_env,
         primal=primal, dual=tracker.best_dual, gap=gap, rel_gap=rel, l0_primal=cert.l0_primal,
         l0_gap=cert.l0_primal - tracker.best_dual, margin_violation=cert.margin_violation,
         n_kernels=int(np.count_nonzero(coef)), n_critical=int(critical_mask(lam, critical_tol).sum()),
