@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-__all__ = ["CapabilityError", "optional", "capabilities", "provides", "require", "TRAITS"]
+__all__ = ["CapabilityError", "optional", "capabilities", "provides", "require", "TRAITS", "registrar"]
 
 #: Traits a component may declare, and what each promises.
 TRAITS = {
@@ -35,6 +35,23 @@ TRAITS = {
 
 class CapabilityError(ValueError):
     """A solver needs an operation or trait the given loss or penalty does not provide."""
+
+
+def registrar(registry: dict, base: type, kind: str):
+    """A class decorator adding named subclasses of ``base`` to ``registry`` under ``cls.name``
+    (how losses and penalties register; ``kind`` names them in errors)."""
+
+    def register(cls):
+        if not (isinstance(cls, type) and issubclass(cls, base)) or cls.name in ("", kind):
+            raise TypeError(f"register_{kind} needs a named {base.__name__} subclass, got {cls!r}")
+        if cls.name in registry and registry[cls.name] is not cls:
+            raise ValueError(f"{kind} {cls.name!r} is already registered by {registry[cls.name].__name__}")
+        registry[cls.name] = cls
+        return cls
+
+    register.__doc__ = (f"Class decorator: add a :class:`{base.__name__}` subclass to the {kind} registry "
+                        "under ``cls.name``.")
+    return register
 
 
 def optional(method):

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 from .._accurate import gathered_residuals_dot2
 from .._validation import MAX_ELEMENTS, as_float_array, as_index_array, check_memory, check_positive_int
+from ..capabilities import registrar
 
 __all__ = ["Loss", "LinearDomain", "SquaredError", "Logistic", "SquaredDistance", "DOMAIN_RTOL", "LOSSES",
            "register_loss", "get_loss", "build_loss"]
@@ -1030,14 +1031,8 @@ _LOSS_ALIASES = {"least_squares": "squared_error", "logistic_regression": "logis
                  "convex_clustering": "squared_distance"}
 
 
-def register_loss(cls):
-    """Class decorator: add a :class:`Loss` subclass to :data:`LOSSES` under ``cls.name``."""
-    if not (isinstance(cls, type) and issubclass(cls, Loss)) or cls.name in ("", "loss"):
-        raise TypeError(f"register_loss needs a named Loss subclass, got {cls!r}")
-    if cls.name in LOSSES and LOSSES[cls.name] is not cls:
-        raise ValueError(f"loss {cls.name!r} is already registered by {LOSSES[cls.name].__name__}")
-    LOSSES[cls.name] = cls
-    return cls
+#: Class decorator: add a :class:`Loss` subclass to :data:`LOSSES` under ``cls.name``.
+register_loss = registrar(LOSSES, Loss, "loss")
 
 
 def get_loss(name: str) -> type:

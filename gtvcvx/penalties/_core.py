@@ -35,7 +35,7 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
-from ..capabilities import CapabilityError, optional
+from ..capabilities import CapabilityError, optional, registrar
 from .._validation import as_float_array
 
 __all__ = ["Penalty", "Norm2", "Norm1", "SquaredNorm2", "CAPACITY_RTOL", "PENALTIES", "register_penalty",
@@ -373,6 +373,14 @@ class SquaredNorm2(Penalty):
     is_norm = False
     traits = ("quadratic", "smooth")
 
+    # coordinates in which phi is ||.||^2 / 2 and phi^* is ||.||^2 / 2 (identity here;
+    # QuadraticForm: rows L^T z and L^{-1} u with Q = L L^T); arrays and CVXPY expressions
+    def _primal_coords(self, Z):
+        return Z
+
+    def _dual_coords(self, U):
+        return U
+
     def _subgradient_flow(self, Z, scale, cut):
         return scale[:, None] * Z, np.zeros(Z.shape, dtype=bool)
 
@@ -383,10 +391,12 @@ class SquaredNorm2(Penalty):
             return np.where(scale > 0, np.sqrt(2.0 / np.where(scale > 0, scale, 1.0)), np.inf), 0.5
 
     def _edge_values(self, Z, scale):
-        return 0.5 * scale * _rowdot(Z, Z)
+        R = self._primal_coords(Z)
+        return 0.5 * scale * _rowdot(R, R)
 
     def _edge_conjugates(self, U, scale):
-        sq = _rowdot(U, U)
+        Y = self._dual_coords(U)
+        sq = _rowdot(Y, Y)
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(scale > 0, sq / (2.0 * scale), np.where(sq > 0, np.inf, 0.0))
 
@@ -401,7 +411,7 @@ class SquaredNorm2(Penalty):
     def _edge_fenchel_young(self, Z, U, scale):
         root = np.sqrt(scale)[:, None]
         inv_root = np.divide(1.0, root, out=np.zeros_like(root), where=root > 0)
-        diff = root * Z - U * inv_root
+        diff = root * self._primal_coords(Z) - self._dual_coords(U) * inv_root
         out = 0.5 * _rowdot(diff, diff)
         blocked = (scale == 0) & (np.abs(U).max(axis=1, initial=0.0) > 0)
         return np.where(blocked, np.inf, out)
@@ -409,11 +419,12 @@ class SquaredNorm2(Penalty):
     def cvxpy_expr(self, Z, scale):
         import cvxpy as cp
 
-        return 0.5 * cp.sum_squares(cp.multiply(np.sqrt(scale)[:, None], Z))
+        return 0.5 * cp.sum_squares(cp.multiply(np.sqrt(scale)[:, None], self._primal_coords(Z)))
 
     def cvxpy_conjugate(self, U, scale):
         import cvxpy as cp
 
+        self.check_dimension(U.shape[1])
         positive = scale > 0
         constraints = []
         if (~positive).any():
@@ -421,7 +432,8 @@ class SquaredNorm2(Penalty):
         if not positive.any():
             return cp.Constant(0.0), constraints
         weight = 1.0 / np.sqrt(2.0 * scale[positive])
-        return cp.sum_squares(cp.multiply(weight[:, None], U[np.flatnonzero(positive)])), constraints
+        Y = self._dual_coords(U[np.flatnonzero(positive)])
+        return cp.sum_squares(cp.multiply(weight[:, None], Y)), constraints
 
 
 #: Every penalty by the name specs use (filled by :func:`register_penalty`).
@@ -430,14 +442,8 @@ _ALIASES = {"l2": "norm2", "nlasso": "norm2", "l1": "norm1", "squared_l2": "squa
             "mocha": "squared_norm2"}
 
 
-def register_penalty(cls):
-    """Class decorator: add a :class:`Penalty` subclass to :data:`PENALTIES` under ``cls.name``."""
-    if not (isinstance(cls, type) and issubclass(cls, Penalty)) or cls.name in ("", "penalty"):
-        raise TypeError(f"register_penalty needs a named Penalty subclass, got {cls!r}")
-    if cls.name in PENALTIES and PENALTIES[cls.name] is not cls:
-        raise ValueError(f"penalty {cls.name!r} is already registered by {PENALTIES[cls.name].__name__}")
-    PENALTIES[cls.name] = cls
-    return cls
+#: Class decorator: add a :class:`Penalty` subclass to :data:`PENALTIES` under ``cls.name``.
+register_penalty = registrar(PENALTIES, Penalty, "penalty")
 
 
 def get_penalty(name: str, **params) -> Penalty:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from ._core import Penalty, _rowdot, register_penalty
+from ._core import SquaredNorm2, register_penalty
 
 __all__ = ["QuadraticForm"]
 
 
 @register_penalty
-class QuadraticForm(Penalty):
+class QuadraticForm(SquaredNorm2):
     """Quadratic form ``phi(v) = (1/2) v^T Q v`` (the generalized MOCHA penalty).
 
     Parameters
@@ -63,6 +63,7 @@ class QuadraticForm(Penalty):
         self.Q.flags.writeable = False
         self._mu, self._V = mu, V
         self._L = np.linalg.cholesky(Q)
+        self._L_inv_T = solve_triangular(self._L, np.eye(d), lower=True).T
 
     @classmethod
     def example(cls, d: int, rng) -> "QuadraticForm":
@@ -75,10 +76,17 @@ class QuadraticForm(Penalty):
             raise ValueError(f"penalty 'quadratic_form' has Q of size {self.Q.shape[0]}, but the models "
                              f"have d = {d}")
 
-    def _whitened(self, U) -> np.ndarray:
-        """Rows ``L^{-1} u_e`` (so ``||.||^2 = u^T Q^{-1} u``)."""
+    def _primal_coords(self, Z):
+        """Rows ``L^T z_e`` (so ``||.||^2 = z^T Q z``); arrays or CVXPY expressions."""
+        self.check_dimension(Z.shape[1])
+        return Z @ self._L
+
+    def _dual_coords(self, U):
+        """Rows ``L^{-1} u_e`` (so ``||.||^2 = u^T Q^{-1} u``); arrays or CVXPY expressions."""
         self.check_dimension(U.shape[1])
-        return solve_triangular(self._L, U.T, lower=True).T
+        if isinstance(U, np.ndarray):
+            return solve_triangular(self._L, U.T, lower=True).T
+        return U @ self._L_inv_T  # CVXPY: rows u^T L^{-T} = (L^{-1} u)^T
 
     def difference_bound(self, scale):
         """``c z^T Q z / 2 <= V  =>  ||z|| <= sqrt(2 / (c mu_min)) V**0.5``."""
@@ -90,17 +98,6 @@ class QuadraticForm(Penalty):
     def _subgradient_flow(self, Z, scale, cut):
         self.check_dimension(Z.shape[1])
         return scale[:, None] * (Z @ self.Q), np.zeros(Z.shape, dtype=bool)
-
-    def _edge_values(self, Z, scale):
-        self.check_dimension(Z.shape[1])
-        R = Z @ self._L  # rows L^T z_e
-        return 0.5 * scale * _rowdot(R, R)
-
-    def _edge_conjugates(self, U, scale):
-        Y = self._whitened(U)
-        sq = _rowdot(Y, Y)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(scale > 0, sq / (2.0 * scale), np.where(sq > 0, np.inf, 0.0))
 
     def _prox(self, Z, step, scale):
         self.check_dimension(Z.shape[1])
@@ -117,34 +114,6 @@ class QuadraticForm(Penalty):
         coords *= weight / (weight + np.asarray(step).reshape(-1, 1))
         np.copyto(U, coords @ self._V.T)
         return U
-
-    def _edge_fenchel_young(self, Z, U, scale):
-        root = np.sqrt(scale)[:, None]
-        inv_root = np.divide(1.0, root, out=np.zeros_like(root), where=root > 0)
-        diff = root * (Z @ self._L) - self._whitened(U) * inv_root
-        out = 0.5 * _rowdot(diff, diff)
-        blocked = (scale == 0) & (np.abs(U).max(axis=1, initial=0.0) > 0)
-        return np.where(blocked, np.inf, out)
-
-    def cvxpy_expr(self, Z, scale):
-        import cvxpy as cp
-
-        self.check_dimension(Z.shape[1])
-        return 0.5 * cp.sum_squares(cp.multiply(np.sqrt(scale)[:, None], Z @ self._L))
-
-    def cvxpy_conjugate(self, U, scale):
-        import cvxpy as cp
-
-        self.check_dimension(U.shape[1])
-        positive = scale > 0
-        constraints = []
-        if (~positive).any():
-            constraints.append(U[np.flatnonzero(~positive)] == 0)
-        if not positive.any():
-            return cp.Constant(0.0), constraints
-        weight = 1.0 / np.sqrt(2.0 * scale[positive])
-        L_inv_T = np.linalg.inv(self._L).T  # small (d, d); rows u^T L^{-T} = (L^{-1} u)^T
-        return cp.sum_squares(cp.multiply(weight[:, None], U[np.flatnonzero(positive)] @ L_inv_T)), constraints
 
     def content(self) -> dict:
         return {"Q": self.Q}
