@@ -344,11 +344,30 @@ class Graph:
 
     @cached_property
     def _components(self) -> tuple[int, np.ndarray]:
+        return self.edge_components()
+
+    def edge_components(self, edges=None) -> tuple[int, np.ndarray]:
+        """Connected components of the graph on all nodes keeping only ``edges``.
+
+        The one routine behind "fused" clusters (edges whose models coincide), forests and
+        contracted graphs.
+
+        Parameters
+        ----------
+        edges : array_like of bool (|E|,) or of int, optional
+            A mask or the indices of the edges to keep; all edges by default.
+
+        Returns
+        -------
+        count : int
+        labels : ndarray of int64 (n,)
+            Component of every node, ``0..count-1`` (isolated nodes are their own component).
+        """
+        kept = self.edges if edges is None else self.edges[np.asarray(edges)]
         with allocation_guard(f"the connected components of a graph with n = {self.n} nodes"):
-            adjacency = sp.csr_matrix((np.ones(self.n_edges), (self.edges[:, 0], self.edges[:, 1])),
-                                      shape=(self.n, self.n))
+            adjacency = sp.csr_matrix((np.ones(len(kept)), (kept[:, 0], kept[:, 1])), shape=(self.n, self.n))
             count, labels = connected_components(adjacency, directed=False)
-            return int(count), labels.astype(np.int64)
+        return int(count), labels.astype(np.int64)
 
     def components(self) -> np.ndarray:
         """Connected-component label of every node, shape (n,), labels ``0..n_components-1``."""

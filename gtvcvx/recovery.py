@@ -18,8 +18,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import connected_components
 
 from .capabilities import require
 from .graph import Graph
@@ -33,9 +31,7 @@ __all__ = ["solution_clusters", "reduced_cluster_problem", "flow_recovery_certif
 def solution_clusters(graph, W, tol: float) -> np.ndarray:
     """Clusters of a GTV solution: components of the edges with ``||w_i - w_j|| <= tol``."""
     e = graph.edges
-    keep = np.linalg.norm(W[e[:, 0]] - W[e[:, 1]], axis=1) <= tol
-    adj = csr_matrix((np.ones(int(keep.sum())), (e[keep, 0], e[keep, 1])), shape=(graph.n, graph.n))
-    return connected_components(adj, directed=False)[1]
+    return graph.edge_components(np.linalg.norm(W[e[:, 0]] - W[e[:, 1]], axis=1) <= tol)[1]
 
 
 def reduced_cluster_problem(problem, labels, lam: float | None = None):
@@ -212,6 +208,7 @@ def flow_recovery_certificate(problem, labels, *, tol: float = 1e-11, fusion_tol
     worst = 0.0
     residual = 0.0
     intra = ~cross
+    intra_components = graph.edge_components(intra)[1]  # the pieces of every cluster
     for c in range(int(labels.max()) + 1):  # one Laplacian solve per cluster
         nodes = np.flatnonzero(labels == c)
         pos = np.full(graph.n, -1)
@@ -219,8 +216,8 @@ def flow_recovery_certificate(problem, labels, *, tol: float = 1e-11, fusion_tol
         sel = intra & (la == c)
         ei, ej, w = pos[e[sel, 0]], pos[e[sel, 1]], graph.weights[sel]
         nc = nodes.size
-        adj = csr_matrix((w, (ei, ej)), shape=(nc, nc))
-        ncomp, comp = connected_components(adj, directed=False)
+        ncomp_labels, comp = np.unique(intra_components[nodes], return_inverse=True)
+        ncomp = ncomp_labels.size
         L = np.zeros((nc, nc))
         np.add.at(L, (ei, ei), w)
         np.add.at(L, (ej, ej), w)

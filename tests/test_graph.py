@@ -121,3 +121,13 @@ def test_knn_gaussian_weights_and_duplicates():
     assert G.degree.min() >= 3
     with pytest.raises(ValueError, match="underflow"):
         graphs.knn(pts * 1e3, k=3, phi=1e3)
+
+
+def test_edge_components_keep_only_the_given_edges():
+    graph = Graph.from_edges(5, [[0, 1], [1, 2], [3, 4]])
+    assert graph.edge_components()[0] == graph.n_components == 2
+    count, labels = graph.edge_components(np.array([True, False, True]))  # drop 1-2
+    assert count == 3 and labels[0] == labels[1] != labels[2] and labels[3] == labels[4]
+    count, labels = graph.edge_components([2])  # by index: only 3-4
+    assert count == 4 and labels[3] == labels[4] and len(set(labels[:3].tolist())) == 3
+    assert graph.edge_components(np.zeros(3, dtype=bool))[0] == 5

@@ -70,10 +70,7 @@ class ForestRouter:
         self.tree_edges = np.asarray(tree_edges, dtype=np.int64)
         E = graph.edges[self.tree_edges]
         # forest components, one representative each, joined to the virtual root n
-        adj = sp.csr_matrix((np.ones(len(E)), (E[:, 0], E[:, 1])), shape=(n, n))
-        from scipy.sparse.csgraph import connected_components
-
-        _, comp = connected_components(adj, directed=False)
+        _, comp = graph.edge_components(self.tree_edges)
         reps = np.unique(comp, return_index=True)[1]
         rows = np.concatenate([E[:, 0], np.full(reps.size, n)])
         cols = np.concatenate([E[:, 1], reps])

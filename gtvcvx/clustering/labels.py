@@ -6,8 +6,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
 
 from ..capabilities import provides
 from ..problem import GTVProblem
@@ -221,10 +219,7 @@ def cluster_labels(problem, W, U=None, *, tol=None) -> ClusterLabels:
         certified_sep = np.zeros(m, dtype=bool)
     certified_fused = fused & (bound <= tol)
 
-    sel = np.flatnonzero(fused)
-    adjacency = sp.csr_matrix((np.ones(sel.size), (graph.edges[sel, 0], graph.edges[sel, 1])),
-                              shape=(graph.n, graph.n))
-    n_clusters, raw = connected_components(adjacency, directed=False)
+    n_clusters, raw = graph.edge_components(fused)
     labels = canonical_labels(raw)
     n_flow = int(flow_fused.sum())
     return ClusterLabels(labels=labels, n_clusters=int(n_clusters), n_flow_decided=n_flow,

@@ -250,13 +250,8 @@ def _contract(graph: Graph, B: np.ndarray, heavy: np.ndarray):
 
     Returns (contracted graph, contracted B, node -> supernode, light edge -> contracted edge or -1).
     """
-    n = graph.n
     E = graph.edges
-    H = E[heavy]
-    from scipy.sparse.csgraph import connected_components
-
-    adj = sp.csr_matrix((np.ones(len(H)), (H[:, 0], H[:, 1])), shape=(n, n))
-    n_super, node_map = connected_components(adj, directed=False)
+    n_super, node_map = graph.edge_components(heavy)
     light = np.flatnonzero(~heavy)
     ends = node_map[E[light]]
     keep = ends[:, 0] != ends[:, 1]
