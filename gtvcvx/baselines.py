@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import expit
 
+from ._linesearch import armijo_step
 from .capabilities import CapabilityError, provides
 from .problem import GTVProblem
 
@@ -191,14 +192,7 @@ def fit_pooled(loss, nodes, ridge: float = 0.0, w0=None, *, max_iter: int = 100,
             w = w + step
             converged = True
             break
-        t = 1.0
-        while t > 1e-12:
-            f_new = value(w + t * step)
-            if f_new <= f - 0.25 * t * decrement:
-                break
-            t *= 0.5
-        w = w + t * step
-        f = f_new
+        w, f = armijo_step(value, w, step, f, decrement, t_min=1e-12)
     return w, it, converged
 
 

@@ -19,6 +19,7 @@ import math
 
 import numpy as np
 
+from ._linesearch import armijo_step
 from .capabilities import require
 from .graph import Graph
 from .losses import SquaredError
@@ -136,14 +137,7 @@ def _polish_reduced(H, g, pairs, A, lam, v, *, max_iter=50):
                 break
             f = value(x)
             continue
-        t = 1.0
-        while t > 1e-10:
-            f_new = value(x + t * step)
-            if f_new <= f - 0.25 * t * decrement:
-                break
-            t *= 0.5
-        x = x + t * step
-        f = f_new
+        x, f = armijo_step(value, x, step, f, decrement, t_min=1e-10)
     return x, True
 
 
