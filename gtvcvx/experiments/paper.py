@@ -48,6 +48,7 @@ import json
 import math
 import shutil
 import time
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -81,8 +82,6 @@ SOURCES = {
 
 def _load_defaults() -> tuple[dict, dict]:
     """``(DEFAULTS, QUICK)`` from ``paper_defaults.toml`` next to this module (the single source)."""
-    import tomllib
-
     with (Path(__file__).with_name("paper_defaults.toml")).open("rb") as handle:
         table = tomllib.load(handle)
     quick = table.pop("quick", {})
@@ -119,9 +118,6 @@ class StudyResults:
 
     def get(self, name: str, params: dict):
         return self._store.get(self.key(name, params))
-
-    def clear(self) -> None:
-        self._store.clear()
 
 
 #: The studies' results in this process (see :class:`StudyResults`).

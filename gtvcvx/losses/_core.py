@@ -5,7 +5,7 @@ Every loss answers, for an ``n x d`` array ``W`` (row ``i`` = ``w^(i)``):
 ``node_values(W)`` / ``value(W)``
     ``L_i(w_i)`` per node, and their sum.
 ``gradient(W)``
-    ``grad L_i(w_i)`` per node (all losses here are smooth).
+    ``grad L_i(w_i)`` per node (a subgradient for losses without the ``smooth`` trait).
 ``prox(V, step)``
     ``argmin_w L_i(w) + ||w - v_i||^2 / (2 step_i)`` per node; ``step`` is a scalar or one per node.
 ``node_conjugates(V)`` / ``conjugate(V)``
@@ -60,6 +60,14 @@ class LinearDomain:
 
     basis: np.ndarray
     rank: np.ndarray
+
+
+def _domain_limit(V, scale) -> np.ndarray:
+    """``DOMAIN_RTOL * scale``: the distance to a conjugate's domain that counts as rounding
+    (``scale``: a number or one per node; default the largest row norm of ``V``)."""
+    if scale is None:
+        scale = float(np.linalg.norm(V, axis=1).max(initial=0.0))
+    return DOMAIN_RTOL * np.maximum(np.asarray(scale, dtype=float), np.finfo(float).tiny)
 
 
 def _as_step(step, n: int) -> np.ndarray:
@@ -150,10 +158,7 @@ class Loss(ABC):
         W = self._check_W(W)
         V = self._check_W(V, "V")
         terms, residual = self.certify_nodes(W, V)
-        if scale is None:
-            scale = float(np.linalg.norm(V, axis=1).max(initial=0.0))
-        limit = DOMAIN_RTOL * np.maximum(np.asarray(scale, dtype=float), np.finfo(float).tiny)
-        return np.where(np.linalg.norm(residual, axis=1) <= limit, terms, np.inf)
+        return np.where(np.linalg.norm(residual, axis=1) <= _domain_limit(V, scale), terms, np.inf)
 
     def certify_nodes(self, W, V):
         """Fenchel-Young terms at a dual point the loss can evaluate exactly, and the residual.
@@ -322,7 +327,15 @@ class _DesignLoss(Loss):
         return cls(np.split(X[order], splits), np.split(y[order], splits), d=X.shape[1], **kwargs)
 
     def _validate_labels(self) -> None:
-        pass
+        """Losses with the ``classifier`` trait take labels in {-1, +1}; the first other one is named."""
+        if "classifier" not in self.traits:
+            return
+        bad = np.flatnonzero((self.y_all != 1.0) & (self.y_all != -1.0))
+        if bad.size:
+            k = int(bad[0])
+            node = int(self.node_of_sample[k])
+            local = k - int(np.concatenate([[0], np.cumsum(self.counts)])[node])
+            raise ValueError(f"y[{node}][{local}] = {float(self.y_all[k])!r}: {self.name} labels must be -1 or +1")
 
     @property
     def X(self) -> tuple:
@@ -337,6 +350,15 @@ class _DesignLoss(Loss):
     @property
     def has_data(self) -> np.ndarray:
         return self.counts > 0
+
+    def _range_from_residual(self, residual_bound) -> np.ndarray:
+        """``||Q_i^T w|| <= (||y_i|| + R_i) / s_min(X_i)`` given ``||X_i w - y_i||_2 <= R_i``
+        (0 at nodes without data); with a relative margin for rounding."""
+        y_norm = np.sqrt(self._node_sums(self.y_all * self.y_all))
+        s_min = np.where(self.active, self.s, np.inf).min(axis=1, initial=np.inf)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = (y_norm + residual_bound) / s_min
+        return np.where(self.counts > 0, out * (1.0 + 1e-12), 0.0)
 
     def _params(self) -> dict:
         """Constructor parameters besides the data (e.g. Huber's ``delta``), for :meth:`subset`
@@ -510,9 +532,7 @@ class _DesignLoss(Loss):
 
     def _domain_ok(self, V, scale) -> np.ndarray:
         outside = np.linalg.norm(V - self._lift(self._coords(V)), axis=1)
-        if scale is None:
-            scale = float(np.linalg.norm(V, axis=1).max(initial=0.0))
-        return outside <= DOMAIN_RTOL * np.maximum(np.asarray(scale, dtype=float), np.finfo(float).tiny)
+        return outside <= _domain_limit(V, scale)
 
     @cached_property
     def _segment(self) -> sp.csr_matrix:
@@ -659,11 +679,7 @@ class SquaredError(_DesignLoss):
 
     def range_bound(self, value_bound: float) -> np.ndarray:
         """``||Q_i^T w|| <= (||y_i|| + sqrt(m_i L)) / s_min`` whenever ``L_i(w) <= L``."""
-        y_norm = np.sqrt(self._node_sums(self.y_all * self.y_all))
-        s_min = np.where(self.active, self.s, np.inf).min(axis=1, initial=np.inf)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out = (y_norm + np.sqrt(self.counts * max(float(value_bound), 0.0))) / s_min
-        return np.where(self.counts > 0, out * (1.0 + 1e-12), 0.0)
+        return self._range_from_residual(np.sqrt(self.counts * max(float(value_bound), 0.0)))
 
     def cvxpy_expr(self, W):
         import cvxpy as cp
@@ -713,14 +729,6 @@ class Logistic(_DesignLoss):
 
     name = "logistic"
     traits = ("smooth", "classifier")
-
-    def _validate_labels(self) -> None:
-        bad = np.flatnonzero((self.y_all != 1.0) & (self.y_all != -1.0))
-        if bad.size:
-            k = int(bad[0])
-            node = int(self.node_of_sample[k])
-            local = k - int(np.concatenate([[0], np.cumsum(self.counts)])[node])
-            raise ValueError(f"y[{node}][{local}] = {float(self.y_all[k])!r}: logistic labels must be -1 or +1")
 
     @staticmethod
     def _margins(C, rows) -> np.ndarray:

@@ -22,7 +22,7 @@ from abc import abstractmethod
 
 import numpy as np
 
-from ._core import DOMAIN_RTOL, _DesignLoss, _as_step
+from ._core import _DesignLoss, _as_step, _domain_limit
 
 __all__ = ["MarginLoss"]
 
@@ -254,10 +254,7 @@ class MarginLoss(_DesignLoss):
         resid = np.linalg.norm(V - self._represented(a), axis=1)
         rounding = 64.0 * (self.max_terms + 8) * np.finfo(float).eps * (
             self._node_sums(np.linalg.norm(self.X_all, axis=1) * np.abs(a) * inv_m) + np.linalg.norm(V, axis=1))
-        if scale is None:
-            scale = float(np.linalg.norm(V, axis=1).max(initial=0.0))
-        limit = np.maximum(rounding, DOMAIN_RTOL * np.maximum(np.asarray(scale, dtype=float), np.finfo(float).tiny))
-        exact = (resid <= limit) | ~self.has_data
+        exact = (resid <= np.maximum(rounding, _domain_limit(V, scale))) | ~self.has_data
         return np.where(ok & exact, np.where(self.has_data, values, 0.0), np.inf)
 
     # -- CVXPY --------------------------------------------------------------------------------

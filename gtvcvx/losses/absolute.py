@@ -60,11 +60,7 @@ class AbsoluteError(MarginLoss):
     def range_bound(self, value_bound: float) -> np.ndarray:
         """``||Q_i^T w|| <= (||y_i|| + m_i L) / s_min`` whenever ``L_i(w) <= L`` (as
         ``||y - X w||_2 <= ||y - X w||_1 = m_i L_i(w)``)."""
-        y_norm = np.sqrt(self._node_sums(self.y_all * self.y_all))
-        s_min = np.where(self.active, self.s, np.inf).min(axis=1, initial=np.inf)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out = (y_norm + self.counts * max(float(value_bound), 0.0)) / s_min
-        return np.where(self.counts > 0, out * (1.0 + 1e-12), 0.0)
+        return self._range_from_residual(self.counts * max(float(value_bound), 0.0))
 
     def cvxpy_expr(self, W):
         import cvxpy as cp

@@ -40,14 +40,6 @@ class Hinge(MarginLoss):
     name = "hinge"
     traits = ("classifier",)
 
-    def _validate_labels(self) -> None:
-        bad = np.flatnonzero((self.y_all != 1.0) & (self.y_all != -1.0))
-        if bad.size:
-            k = int(bad[0])
-            node = int(self.node_of_sample[k])
-            local = k - int(np.concatenate([[0], np.cumsum(self.counts)])[node])
-            raise ValueError(f"y[{node}][{local}] = {float(self.y_all[k])!r}: hinge labels must be -1 or +1")
-
     def _argument(self, W):
         return self.y_all * self._sample_margins(W)  # y x^T w in doubled precision
 

@@ -83,12 +83,8 @@ class Huber(MarginLoss):
     def range_bound(self, value_bound: float) -> np.ndarray:
         """``||Q_i^T w|| <= (||y_i|| + m_i (L + delta/2)) / s_min`` when ``L_i(w) <= L`` (as
         ``h_delta(u) >= delta |u| - delta^2/2``, so ``||u||_2 <= ||u||_1 <= m (L + delta^2/2) / delta``)."""
-        y_norm = np.sqrt(self._node_sums(self.y_all * self.y_all))
-        s_min = np.where(self.active, self.s, np.inf).min(axis=1, initial=np.inf)
-        spread = self.counts * (max(float(value_bound), 0.0) + 0.5 * self.delta ** 2) / self.delta
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out = (y_norm + spread) / s_min
-        return np.where(self.counts > 0, out * (1.0 + 1e-12), 0.0)
+        return self._range_from_residual(self.counts * (max(float(value_bound), 0.0) + 0.5 * self.delta ** 2)
+                                         / self.delta)
 
     def cvxpy_expr(self, W):
         import cvxpy as cp

@@ -424,7 +424,6 @@ class SquaredNorm2(Penalty):
     def cvxpy_conjugate(self, U, scale):
         import cvxpy as cp
 
-        self.check_dimension(U.shape[1])
         positive = scale > 0
         constraints = []
         if (~positive).any():

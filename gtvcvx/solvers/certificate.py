@@ -207,7 +207,7 @@ class ResidualAllowance:
 
     def __init__(self, problem: GTVProblem):
         from scipy.sparse import csr_matrix
-        from scipy.sparse.csgraph import dijkstra
+        from scipy.sparse.csgraph import connected_components, dijkstra
 
         self.problem = problem
         n = problem.n
@@ -216,7 +216,8 @@ class ResidualAllowance:
         edges = problem.graph.edges[finite]
         lengths = unit[finite]
         graph = csr_matrix((lengths, (edges[:, 0], edges[:, 1])), shape=(n, n))
-        self.n_components, self.component = problem.graph.edge_components(finite)
+        # components of the same weighted matrix the shortest paths need (built once)
+        self.n_components, self.component = connected_components(graph, directed=False)
         roots = np.unique(self.component, return_index=True)[1]
         self.dist_unit = np.asarray(dijkstra(graph, directed=False, indices=roots, min_only=True))
         self.segment = csr_matrix((np.ones(n), (self.component, np.arange(n))), shape=(self.n_components, n))

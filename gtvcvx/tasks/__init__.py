@@ -11,6 +11,8 @@
 :func:`register_task` and every command handles it.
 """
 
+import os
+
 from ..spec import find_specs
 from ._base import (DEFAULT_KIND, TASKS, ReportContext, SpecReport, Task, get_task, load_spec, register_task,
                     task_for)
@@ -40,8 +42,6 @@ def solve_spec(spec, solver: str | None = None, **options):
     -------
     GTVResult or RKHSResult
     """
-    import os
-
     from ..runner import normalize_solver_name
 
     if isinstance(spec, (str, os.PathLike)):

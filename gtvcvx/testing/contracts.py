@@ -158,8 +158,9 @@ def check_loss(loss, rng=None, *, rtol: float = 1e-6) -> None:
     if not np.all(np.isfinite(conj)):
         raise AssertionError(f"{tag}: node_conjugates(G, hint=prox) is inf at nodes "
                              f"{np.flatnonzero(~np.isfinite(conj)).tolist()}, although G = (v - prox)/t is a subgradient")
-    fy_scale = 1.0 + np.abs(loss.node_values(X)) + np.abs(np.einsum("nd,nd->n", X, G))
-    fy = loss.node_values(X) + conj - np.einsum("nd,nd->n", X, G)
+    values_X, pairing = loss.node_values(X), np.einsum("nd,nd->n", X, G)
+    fy_scale = 1.0 + np.abs(values_X) + np.abs(pairing)
+    fy = values_X + conj - pairing
     _close(f"{tag}: Fenchel-Young term at the prox pair", fy, np.zeros(n), rtol=0, atol=rtol * fy_scale)
     terms, residual = loss.certify_nodes(X, G)
     _shape(f"{tag}: certify_nodes residual", residual, (n, d))
