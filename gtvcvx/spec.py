@@ -540,13 +540,15 @@ def load_gtv_spec(path, doc: dict | None = None) -> Spec:
     try:
         loss = build_loss(loss_class.name, loss_params, X=X, y=y, points=points, stacked=loss_data)
     except ValueError as exc:
-        where = "problem.loss" if "parameter" in str(exc) else "data"
-        raise SpecError(path, where, str(exc)) from None
+        # the loss's own parameters (its messages name it: "loss 'huber': delta ...") vs. its data
+        parameter = "parameter" in str(exc) or str(exc).startswith(f"loss '{loss_class.name}':")
+        raise SpecError(path, "problem.loss" if parameter else "data", str(exc)) from None
 
     try:
         problem = GTVProblem(graph, loss, penalty, lam)
-    except ValueError as exc:
-        raise SpecError(path, "data", str(exc)) from None
+    except ValueError as exc:  # a penalty fixed to another dimension than the data's d, or a data mismatch
+        where = "problem.penalty" if str(exc).startswith(f"penalty '{penalty.name}'") else "data"
+        raise SpecError(path, where, str(exc)) from None
 
     truth = GroundTruth(
         W=_truth_array(path, "W_true", truth_W, (problem.n, problem.d)),

@@ -12,6 +12,7 @@ import gtvcvx as g
 from gtvcvx.losses import LOSSES, AbsoluteError, Hinge, Huber
 from gtvcvx.penalties import PENALTIES, GroupNorm2, Norm2, QuadraticForm
 from gtvcvx.reference import solve_primal
+from gtvcvx.spec import SpecError
 from gtvcvx.testing.contracts import check_loss, check_penalty, example_loss
 
 
@@ -129,9 +130,7 @@ def test_group_norm_and_quadratic_form_validate_their_parameters():
         g.GTVProblem(g.graphs.chain(3), problem_loss, GroupNorm2([0, 0, 1]), 0.1)
 
 
-def test_spec_names_new_components_with_parameters(tmp_path):
-    spec = tmp_path / "spec.toml"
-    spec.write_text("""
+SPEC = """
 name = "huber_group"
 seed = 2
 [graph]
@@ -145,7 +144,12 @@ m = 2
 loss = { name = "huber", delta = 0.25 }
 penalty = { name = "group_norm2", groups = [0, 0, 1] }
 lam = 0.1
-""")
+"""
+
+
+def test_spec_names_new_components_with_parameters(tmp_path):
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SPEC)
     loaded = g.load_spec(spec)
     assert loaded.problem.loss == loaded.problem.loss and loaded.problem.loss.delta == 0.25
     assert loaded.problem.penalty == GroupNorm2([0, 0, 1])
@@ -166,3 +170,16 @@ def test_separable_hinge_is_certified_by_the_zero_flow():
     for method in ("halpern", "pdhg"):
         result = g.solve(problem, method=method, tol=1e-6, max_iter=5000)
         assert result.status == "optimal" and result.gap >= result.primal - max(optimum, 0.0)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (('delta = 0.25', 'delta = -1'), r"problem.loss: loss 'huber': delta must be a positive number, got -1"),
+    (('groups = [0, 0, 1]', 'groups = [0, 1]'),
+     r"problem.penalty: penalty 'group_norm2' has groups for d = 2 coordinates, but the models have d = 3"),
+    (('{ name = "huber", delta = 0.25 }', '"hinge"'), r"data: y\[0\]\[0\] = .*: hinge labels must be -1 or \+1"),
+])
+def test_spec_errors_of_new_components_name_the_key(tmp_path, edit, message):
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SPEC.replace(*edit))
+    with pytest.raises(SpecError, match=message):
+        g.load_spec(spec)
