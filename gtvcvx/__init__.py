@@ -7,14 +7,14 @@ from .graph import Graph
 from .losses import AbsoluteError, Hinge, Huber, Logistic, SquaredDistance, SquaredError
 from .penalties import GroupNorm2, Norm1, Norm2, QuadraticForm, SquaredNorm2
 from .problem import GTVProblem
-from .results import GTVResult, Status
+from .results import GTVResult, SolveResult, Status
 
 try:
     __version__ = version("gtvcvx")
 except PackageNotFoundError:  # running from a source tree without installation
     __version__ = "0.0.0+unknown"
 
-__all__ = ["Graph", "graphs", "GTVProblem", "GTVResult", "Status", "SquaredError", "Logistic",
+__all__ = ["Graph", "graphs", "GTVProblem", "GTVResult", "SolveResult", "Status", "SquaredError", "Logistic",
            "SquaredDistance", "AbsoluteError", "Huber", "Hinge", "Norm2", "Norm1", "SquaredNorm2", "GroupNorm2",
            "QuadraticForm", "__version__"]
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["Status", "GTVResult", "relative_gap"]
+__all__ = ["Status", "GTVResult", "SolveResult", "WrappedSolve", "RESULT_ROW_KEYS", "relative_gap"]
 
 
 class Status(StrEnum):
@@ -32,6 +32,57 @@ def relative_gap(primal: float, dual: float) -> float:
     return float((primal - dual) / (1.0 + abs(primal) + abs(dual)))
 
 
+#: Keys every result's ``to_row()`` carries, under these names, whatever the problem family.
+RESULT_ROW_KEYS = ("solver", "status", "primal", "dual", "gap", "rel_gap", "iterations", "setup_time", "solve_time")
+
+
+@runtime_checkable
+class SolveResult(Protocol):
+    """What every certified solve returns: GTV, clustering, RKHS and federated results alike.
+
+    Attributes
+    ----------
+    status : Status
+        One word of the shared vocabulary (``ok`` is ``status == "optimal"``).
+    solver : str
+        The fast core (``"fast"``, ...) or the CVXPY backend that produced the point.
+    primal, dual : float
+        Objective at the primal point and a certified lower bound from the dual point.
+    gap, rel_gap : float
+        ``primal - dual`` and ``(primal - dual) / (1 + |primal| + |dual|)``.
+    iterations : int or None
+    setup_time, solve_time, total_time : float
+        Seconds.
+    history : pandas.DataFrame or None
+        Convergence history, one row per certificate check-point.
+
+    Notes
+    -----
+    ``to_row()`` returns one flat dictionary with at least :data:`RESULT_ROW_KEYS`, so tables of
+    mixed results line up. A structural :class:`typing.Protocol`: ``isinstance(r, SolveResult)``
+    checks the attributes, not a base class.
+    """
+
+    status: Any
+    solver: str
+    primal: float
+    dual: float
+    gap: float
+    rel_gap: float
+    iterations: int | None
+    setup_time: float
+    solve_time: float
+    history: Any
+
+    @property
+    def ok(self) -> bool: ...
+
+    @property
+    def total_time(self) -> float: ...
+
+    def to_row(self) -> dict: ...
+
+
 class SolveTimes:
     """``ok`` and ``total_time`` of results with ``status``, ``setup_time`` and ``solve_time``."""
 
@@ -44,6 +95,30 @@ class SolveTimes:
     def total_time(self) -> float:
         """Setup (e.g. CVXPY compilation) plus solve time, seconds."""
         return self.setup_time + self.solve_time
+
+
+class WrappedSolve(SolveTimes):
+    """:class:`SolveResult` attributes of a result that wraps one certified solve.
+
+    Subclasses name the wrapped result in ``_solve_field`` (e.g. clustering's ``gtv``, the federated
+    protocol's ``server``); status, values, gap and history are read from it, never copied.
+    """
+
+    _solve_field: str = ""
+
+    def _wrapped(self):
+        return getattr(self, self._solve_field)
+
+    status = property(lambda self: self._wrapped().status, doc="Status of the wrapped solve.")
+    solver = property(lambda self: self._wrapped().solver, doc="Solver of the wrapped solve.")
+    primal = property(lambda self: self._wrapped().primal, doc="Primal objective of the wrapped solve.")
+    dual = property(lambda self: self._wrapped().dual, doc="Certified lower bound of the wrapped solve.")
+    gap = property(lambda self: self._wrapped().gap, doc="Duality gap ``primal - dual``.")
+    rel_gap = property(lambda self: self._wrapped().rel_gap, doc="``gap / (1 + |primal| + |dual|)``.")
+    iterations = property(lambda self: self._wrapped().iterations, doc="Iterations of the wrapped solve.")
+    setup_time = property(lambda self: self._wrapped().setup_time, doc="Setup seconds of the wrapped solve.")
+    solve_time = property(lambda self: self._wrapped().solve_time, doc="Solve seconds of the wrapped solve.")
+    history = property(lambda self: self._wrapped().history, doc="Convergence history of the wrapped solve.")
 
 
 @dataclass

@@ -12,7 +12,7 @@ from ..graph import Graph
 from ..losses import SquaredDistance
 from ..penalties import Norm2
 from ..problem import GTVProblem
-from ..results import GTVResult
+from ..results import GTVResult, WrappedSolve
 from ._prep import (FAST_SOLVERS, SOLVERS, Standardization, check_norm_penalty, check_points, clustering_graph,
                     standardization)
 from .labels import ClusterLabels, cluster_labels
@@ -22,8 +22,11 @@ __all__ = ["ClusteringResult", "convex_clustering", "clustering_problem", "run_c
 
 
 @dataclass
-class ClusteringResult:
+class ClusteringResult(WrappedSolve):
     """Convex clustering at one lam: centers, clusters and the certificate behind them.
+
+    A :class:`gtvcvx.SolveResult`: ``status``, ``primal``, ``dual``, ``gap``, ``rel_gap``, times and
+    ``history`` are those of the GTV solve in ``gtv`` (standardized units).
 
     Attributes
     ----------
@@ -52,18 +55,7 @@ class ClusteringResult:
     problem: GTVProblem
     standardization: Standardization
 
-    @property
-    def gap(self) -> float:
-        """Certified duality gap ``P(W) - D(U)`` (standardized units)."""
-        return self.gtv.gap
-
-    @property
-    def rel_gap(self) -> float:
-        return self.gtv.rel_gap
-
-    @property
-    def status(self) -> str:
-        return str(self.gtv.status)
+    _solve_field = "gtv"
 
     @property
     def graph(self) -> Graph:
@@ -83,7 +75,7 @@ class ClusteringResult:
         return row
 
     def __repr__(self) -> str:
-        return (f"ClusteringResult(lam={self.lam:.6g}, n_clusters={self.n_clusters}, status={self.status!r}, "
+        return (f"ClusteringResult(lam={self.lam:.6g}, n_clusters={self.n_clusters}, status={str(self.status)!r}, "
                 f"rel_gap={self.rel_gap:.3g}, solver={self.gtv.solver!r})")
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._validation import as_float_array
-from ..results import Status
+from ..results import RESULT_ROW_KEYS, Status, WrappedSolve
 from .classifier import SparseKernelClassifier, solve_problem
 from .dictionary import Dictionary
 from .problem import RKHSProblem, encode_labels
@@ -25,8 +25,11 @@ __all__ = ["FederatedResult", "federated_fit"]
 
 
 @dataclass
-class FederatedResult:
+class FederatedResult(WrappedSolve):
     """Outcome of :func:`federated_fit`.
+
+    A :class:`gtvcvx.SolveResult`: ``status``, ``primal``, ``dual``, ``gap``, ``rel_gap``, times and
+    ``history`` are those of the server's solve (the global model); the agents' solves are in ``agents``.
 
     Attributes
     ----------
@@ -57,10 +60,14 @@ class FederatedResult:
     centralized: SparseKernelClassifier | None = None
     summary: object = None
 
+    _solve_field = "server"
+
     def to_row(self) -> dict:
-        row = {"n_held": self.n_held, "n_sent": self.n_sent, "communication": self.communication,
-               "server_status": str(self.server.status), "server_rel_gap": self.server.rel_gap,
-               "n_kernels": self.model.n_kernels_}
+        """The server's solve (:data:`gtvcvx.results.RESULT_ROW_KEYS`) and the communication counts."""
+        server = self.server.to_row()
+        row = {key: server[key] for key in RESULT_ROW_KEYS}
+        row.update({"n_held": self.n_held, "n_sent": self.n_sent, "communication": self.communication,
+                    "n_kernels": self.model.n_kernels_})
         if self.summary is not None and "accuracy" in self.summary.columns:
             acc = dict(zip(self.summary["model"], self.summary["accuracy"]))
             row["accuracy_federated"] = acc.get("federated", float("nan"))
