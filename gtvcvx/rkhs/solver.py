@@ -23,6 +23,7 @@ import warnings
 import numpy as np
 import scipy.linalg as sla
 
+from .._restart import restart_due, updated_primal_weight
 from ..results import Status
 from .certificate import RKHSCertificate, certify, hard_margin_feasible_point
 from .problem import RKHSProblem
@@ -538,14 +539,11 @@ def _pdhg(sc, tracker, lam, z, max_iter, *, check_every=64, restart=True, lp_che
             cand_l, cand_z, r = (lam_avg.copy(), z_avg.copy(), ra) if ra < rc else (lam.copy(), z.copy(), rc)
             if r_last is None:
                 r_last = r
-            do = (r <= 0.2 * r_last) or (r <= 0.8 * r_last and r_prev is not None and r > r_prev) \
-                or (since >= 0.36 * k)
+            do = restart_due(r, r_last, r_prev, since, k)
             r_prev = r
             if do:
-                dl = np.linalg.norm(cand_l - lam_last)
-                dz = np.linalg.norm(cand_z - z_last)
-                if dl > 1e-12 and dz > 1e-12:
-                    omega = float(np.exp(0.5 * np.log(dz / dl) + 0.5 * np.log(omega)))
+                omega = updated_primal_weight(omega, float(np.linalg.norm(cand_l - lam_last)),
+                                              float(np.linalg.norm(cand_z - z_last)))
                 lam, z = cand_l, cand_z
                 lam_last, z_last = cand_l.copy(), cand_z.copy()
                 lam_avg, z_avg, n_avg = cand_l.copy(), cand_z.copy(), 0

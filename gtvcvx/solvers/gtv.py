@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .._restart import restart_due, updated_primal_weight
 from ..problem import GTVProblem
 from ..results import GTVResult, Status
 from ._kernels import SparseTimesDense, axpy, blas_threads as _blas_threads, scal
@@ -284,9 +285,7 @@ def _solve(problem, tol, max_iter, time_limit, warm_start, callback, method, eta
             elif r_epoch0 is None:
                 r_epoch0 = r
             elif k_in_epoch > 0 and not restart:
-                restart = (r <= 0.2 * r_epoch0
-                           or (r <= 0.8 * r_epoch0 and r_prev is not None and r > r_prev)
-                           or k_in_epoch >= 0.36 * iteration)
+                restart = restart_due(r, r_epoch0, r_prev, k_in_epoch, iteration)
             r_prev = r
         if method != "halpern":
             k_in_epoch += 1
@@ -335,8 +334,9 @@ def _solve(problem, tol, max_iter, time_limit, warm_start, callback, method, eta
             if adaptive_weight:
                 dx = math.sqrt(np.einsum("nd,nd->n", Wp - W0, Wp - W0) @ (1.0 / inv_deg))
                 dy = math.sqrt(2.0 * np.einsum("ed,ed->", Up - U0, Up - U0))
-                if dx > 1e-12 and dy > 1e-12:
-                    omega = math.exp(0.5 * math.log(dy / dx) + 0.5 * math.log(omega))
+                updated = updated_primal_weight(omega, dx, dy)
+                if updated != omega:
+                    omega = updated
                     tau, sigma = steps(omega)
                     tau_col = tau[:, None]
             W, DtU = Wp, DtUp
