@@ -4,7 +4,7 @@ If the GTV minimizer is constant on every cluster of a partition, its cluster va
 GTV problem on the cluster quotient graph (:func:`reduced_cluster_problem`), and the flows on
 the boundary edges are fixed at their capacities; the partition is recovered exactly when the
 remaining node demands can be routed inside each cluster within the capacities
-``lam A_e`` (:func:`flow_recovery_certificate`). This is the mechanism behind Theorem 2 of the
+``lam A_e`` (:func:`exact_recovery_conditions`). This is the mechanism behind Theorem 2 of the
 GTV paper (``../shared/seeds/002``, Sec. V, Definition 1 and eqs. (35)-(36)).
 
 References
@@ -16,6 +16,7 @@ References
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -26,7 +27,36 @@ from .losses import SquaredError
 from .problem import GTVProblem
 from .solvers import solve
 
-__all__ = ["solution_clusters", "reduced_cluster_problem", "flow_recovery_certificate"]
+__all__ = ["solution_clusters", "reduced_cluster_problem", "exact_recovery_conditions", "RecoveryConditions"]
+
+
+@dataclass
+class RecoveryConditions:
+    """Outcome of :func:`exact_recovery_conditions` (sufficient conditions, not a duality-gap certificate).
+
+    Attributes
+    ----------
+    holds : bool
+        Both conditions hold: the GTV minimizer is unique and exactly constant on every cluster.
+    separated : bool
+        The cluster-reduced problem keeps all neighbouring clusters apart (condition 1).
+    congestion : float
+        ``max_e ||phi_i - phi_j|| / lam`` of the electrical routing inside the clusters
+        (condition 2 holds when it is below 1; ``nan`` when condition 1 failed or ``lam = 0``).
+    v : ndarray (k, d)
+        Cluster values (solution of the reduced problem).
+    reduced_rel_gap : float
+        Certified relative gap of the reduced solve.
+    demand_residual : float
+        Relative imbalance of the demands of a cluster piece (rounding of the reduced solve).
+    """
+
+    holds: bool
+    separated: bool
+    congestion: float
+    v: np.ndarray
+    reduced_rel_gap: float
+    demand_residual: float
 
 
 def solution_clusters(graph, W, tol: float) -> np.ndarray:
@@ -141,7 +171,8 @@ def _polish_reduced(H, g, pairs, A, lam, v, *, max_iter=50):
     return x, True
 
 
-def flow_recovery_certificate(problem, labels, *, tol: float = 1e-11, fusion_tol: float = 1e-6):
+def exact_recovery_conditions(problem, labels, *, tol: float = 1e-11,
+                              fusion_tol: float = 1e-6) -> RecoveryConditions:
     """Check the network-flow (KKT) conditions for exact recovery of the clusters ``labels``.
 
     Exact recovery means that the GTV minimizer is constant on every cluster and different on
@@ -168,26 +199,25 @@ def flow_recovery_certificate(problem, labels, *, tol: float = 1e-11, fusion_tol
 
     Returns
     -------
-    dict with ``separated``, ``congestion``, ``certified`` (bool), ``v`` (cluster values),
-    ``reduced_rel_gap``, ``demand_residual``.
+    RecoveryConditions
     """
     labels = np.asarray(labels)
     reduced, pairs = reduced_cluster_problem(problem, labels)
     red = solve(reduced, tol=tol, max_iter=200_000)
     v = red.W
     lam = problem.lam
-    out = {"v": v, "reduced_rel_gap": red.rel_gap, "separated": True, "congestion": float("nan"),
-           "certified": False, "demand_residual": float("nan")}
+    out = RecoveryConditions(holds=False, separated=True, congestion=float("nan"), v=v,
+                             reduced_rel_gap=red.rel_gap, demand_residual=float("nan"))
     scale = max(float(np.linalg.norm(v, axis=1).max(initial=0.0)), 1e-300)
     if len(pairs):
         gaps = np.linalg.norm(v[pairs[:, 0]] - v[pairs[:, 1]], axis=1)
-        out["separated"] = bool((gaps > fusion_tol * scale).all())
-    if not out["separated"] or lam <= 0:
+        out.separated = bool((gaps > fusion_tol * scale).all())
+    if not out.separated or lam <= 0:
         return out
     if len(pairs):
         H, g = _cluster_quadratics(problem.loss, labels)
         v, ok = _polish_reduced(H, g, pairs, reduced.graph.weights, lam, v)
-        out["v"] = v
+        out.v = v
     graph = problem.graph
     e = graph.edges
     la, lb = labels[e[:, 0]], labels[e[:, 1]]
@@ -233,7 +263,7 @@ def flow_recovery_certificate(problem, labels, *, tol: float = 1e-11, fusion_tol
             phi[members[1:]] = sub
         if sel.any():
             worst = max(worst, float(np.linalg.norm(phi[ei] - phi[ej], axis=1).max() / lam))
-    out["congestion"] = worst
-    out["demand_residual"] = residual
-    out["certified"] = bool(worst < 1.0 and residual < 1e-8)
+    out.congestion = worst
+    out.demand_residual = residual
+    out.holds = bool(worst < 1.0 and residual < 1e-8)
     return out

@@ -6,7 +6,7 @@ import pytest
 import gtvcvx as g
 from gtvcvx.capabilities import CapabilityError
 from gtvcvx.metrics import adjusted_rand_index
-from gtvcvx.recovery import flow_recovery_certificate, reduced_cluster_problem, solution_clusters
+from gtvcvx.recovery import exact_recovery_conditions, reduced_cluster_problem, solution_clusters
 
 
 def _two_clusters(lam=0.05):
@@ -18,15 +18,15 @@ def _two_clusters(lam=0.05):
     return g.GTVProblem(graph, g.SquaredError(X, y), g.Norm2(), lam), labels
 
 
-def test_flow_certificate_matches_the_gtv_solution():
+def test_recovery_conditions_match_the_gtv_solution():
     problem, labels = _two_clusters()
-    cert = flow_recovery_certificate(problem, labels)
-    assert cert["separated"] and cert["certified"] and cert["congestion"] < 1
+    conditions = exact_recovery_conditions(problem, labels)
+    assert conditions.separated and conditions.holds and conditions.congestion < 1
     W = g.solve(problem, tol=1e-9).W
-    np.testing.assert_allclose(W, cert["v"][labels], atol=1e-4)
+    np.testing.assert_allclose(W, conditions.v[labels], atol=1e-4)
     assert adjusted_rand_index(solution_clusters(problem.graph, W, 1e-3), labels) == 1.0
     # a tiny lam cannot fuse the clusters: no certificate
-    assert not flow_recovery_certificate(problem.with_lam(1e-6), labels)["certified"]
+    assert not exact_recovery_conditions(problem.with_lam(1e-6), labels).holds
 
 
 def test_reduced_problem_has_the_cluster_values_of_a_fused_solution():

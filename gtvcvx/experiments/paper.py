@@ -55,7 +55,7 @@ import numpy as np
 import pandas as pd
 
 from ..io import atomic_savefig, atomic_write_text
-from ..recovery import flow_recovery_certificate, reduced_cluster_problem, solution_clusters
+from ..recovery import exact_recovery_conditions, reduced_cluster_problem, solution_clusters
 from . import ExperimentOutput
 
 __all__ = ["EXPERIMENTS", "DEFAULTS", "QUICK", "RESULTS", "StudyResults", "PAPER_VALUES", "sbm_table1",
@@ -541,8 +541,8 @@ def sbm_k_clusters(params: dict, out_dir: Path, *, quick: bool = False) -> Exper
         res_f = fedavg(problem)
         res_o = oracle_fedavg(problem, labels)
         gtv_clusters = solution_clusters(graph, gtv.W, 1e-3 * max(sep, 1e-12))
-        cert = flow_recovery_certificate(problem, labels)
-        rows.append({"k": k, "flow_certified": cert["certified"], "congestion": cert["congestion"],
+        conditions = exact_recovery_conditions(problem, labels)
+        rows.append({"k": k, "predicted_recovery": conditions.holds, "congestion": conditions.congestion,
                      "cluster_sizes": "/".join(map(str, sizes)), "edges": graph.n_edges,
                      "boundary_edges": int((labels[graph.edges[:, 0]] != labels[graph.edges[:, 1]]).sum()),
                      "gtv_mse": mse(gtv.W, W_true), "gtv_rel_gap": gtv.rel_gap, "gtv_status": str(gtv.status),
@@ -567,18 +567,18 @@ def sbm_k_clusters(params: dict, out_dir: Path, *, quick: bool = False) -> Exper
                 "min_fedavg_mse": float(table["fedavg_mse"].min()), "max_ifca_mse": float(table["ifca_mse"].max()),
                 "min_ifca_ari": float(table["ifca_ari"].min()),
                 "ifca_failures": float((table["ifca_ari"] < 0.999).sum()),
-                "gtv_not_flow_certified": float((~table["flow_certified"]).sum()),
+                "k_without_predicted_recovery": float((~table["predicted_recovery"]).sum()),
                 "gtv_recovered_ks": float((table["gtv_ari"] > 0.999999).sum()),
                 "max_gtv_to_fedavg_mse_ratio": float((table["gtv_mse"] / table["fedavg_mse"]).max()),
                 "seconds": time.perf_counter() - t_start}
     cols = ["k", "cluster_sizes", "boundary_edges", "gtv_mse", "gtv_rel_gap", "gtv_clusters", "gtv_ari",
-            "flow_certified", "congestion", "ifca_mse", "ifca_ari", "fedavg_mse", "oracle_mse", "gtv_seconds"]
+            "predicted_recovery", "congestion", "ifca_mse", "ifca_ari", "fedavg_mse", "oracle_mse", "gtv_seconds"]
     md = "\n".join([
         f"Setting: {p['n_nodes']} nodes split as evenly as possible into k clusters, SBM p_in = {p['p_in']}, "
         f"p_out = {p['p_out']}, d = {p['d']}, m_i = {p['m']}, sigma = {p['sigma']}, nLasso lam = {p['lam']}, "
         f"certified to rel. gap {p['tol']}; IFCA with the true k and {p['ifca_restarts']} restarts. Seed {p['seed']}. "
-        "`flow_certified` / `congestion`: the network-flow conditions of the lam guidance section at this lam "
-        "(congestion < 1 certifies that the GTV solution is exactly cluster-wise constant).",
+        "`predicted_recovery` / `congestion`: the network-flow conditions of the lam guidance section at this lam "
+        "(congestion < 1 guarantees that the GTV solution is exactly cluster-wise constant).",
         "", _md_table(table, cols), "", _k_reading(p, table), "", f"![MSE versus k]({figures[0].name})", ""])
     RESULTS.put("paper_sbm_k_clusters", p, {"params": p, "table": table, "measured": measured, "figures": figures,
                                             "markdown": md}, out_dir)
@@ -590,7 +590,7 @@ def sbm_k_clusters(params: dict, out_dir: Path, *, quick: bool = False) -> Exper
 def _k_reading(p, t) -> str:
     ok = t[t["gtv_ari"] > 0.999999]["k"].tolist()
     bad = t[t["gtv_ari"] <= 0.999999]
-    cert = t[t["flow_certified"]]["k"].tolist()
+    cert = t[t["predicted_recovery"]]["k"].tolist()
     ifca_bad = t[t["ifca_ari"] < 0.999]["k"].tolist()
     parts = [f"Reading: GTV recovers the clusters exactly (ARI 1) for k = {', '.join(map(str, ok)) or 'none'}"]
     if cert:
@@ -877,8 +877,8 @@ def lam_guidance(params: dict, out_dir: Path, *, quick: bool = False) -> Experim
         problem = problem0.with_lam(lam)
         res, secs = _solve(problem, float(p["tol"]), warm_start=prev)
         prev = res
-        cert = flow_recovery_certificate(problem, labels, fusion_tol=float(p["fusion_tol"]))
-        v = cert["v"]
+        conditions = exact_recovery_conditions(problem, labels, fusion_tol=float(p["fusion_tol"]))
+        v = conditions.v
         sep = max(min(np.linalg.norm(v[a] - v[b]) for a in range(k) for b in range(a + 1, k)) if k > 1 else 1.0,
                   1e-12)
         scale_true = min(np.linalg.norm(W_true[labels == a][0] - W_true[labels == b][0])
@@ -892,14 +892,14 @@ def lam_guidance(params: dict, out_dir: Path, *, quick: bool = False) -> Experim
                      "rel_gap": res.rel_gap, "status": str(res.status), "iterations": res.iterations, "seconds": secs,
                      "clusters_found": n_clusters, "ari": ari,
                      "recovered": bool(ari > 0.999999 and n_clusters == k),
-                     "deviation_from_clusterwise": deviation, "reduced_separated": cert["separated"],
-                     "congestion": cert["congestion"], "predicted_recovery": cert["certified"],
+                     "deviation_from_clusterwise": deviation, "reduced_separated": conditions.separated,
+                     "congestion": conditions.congestion, "predicted_recovery": conditions.holds,
                      "cluster_separation": sep})
     table = pd.DataFrame(rows)
 
     # the certified window, refined by bisection in log(lam) at the transitions of the grid
     def predicted(lam):
-        return flow_recovery_certificate(problem0.with_lam(lam), labels, fusion_tol=float(p["fusion_tol"]))["certified"]
+        return exact_recovery_conditions(problem0.with_lam(lam), labels, fusion_tol=float(p["fusion_tol"])).holds
 
     grid = np.logspace(math.log10(lams[0]) - 1, math.log10(lams[-1]) + 1, int(p["window_grid"]))
     flags = [predicted(x) for x in grid]
