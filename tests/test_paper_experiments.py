@@ -5,10 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-import gtvcvx as g
 from gtvcvx.experiments import paper, registry
 from gtvcvx import load_spec
 

@@ -2,7 +2,6 @@
 
 import base64
 import re
-import os
 from pathlib import Path
 
 import pytest

@@ -18,13 +18,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import math
-import time
 
 import numpy as np
 
 from ..losses import DOMAIN_RTOL
 from ..problem import GTVProblem
 from ..results import relative_gap
+from ._cg import conjugate_gradient
 
 __all__ = ["Certificate", "FeasibleFlow", "FlowProjector", "feasible_flow", "certify_pair"]
 
@@ -146,27 +146,7 @@ class _ConservationOperator:
         ``deadline`` is a ``time.perf_counter()`` value after which CG stops early (the caller's
         time budget); an unfinished projection is then rejected by the domain checks.
         """
-        Y = np.zeros_like(B) if Y0 is None else Y0.copy()
-        R = B - self.gram(Y) if Y0 is not None else B.copy()
-        P = R.copy()
-        rr = float(np.vdot(R, R))
-        it = 0
-        while math.sqrt(rr) > atol and it < max_iter:
-            if deadline is not None and time.perf_counter() > deadline:
-                break
-            AP = self.gram(P)
-            pAp = float(np.vdot(P, AP))
-            if pAp <= 0:
-                break
-            alpha = rr / pAp
-            Y += alpha * P
-            R -= alpha * AP
-            rr_new = float(np.vdot(R, R))
-            P *= rr_new / rr
-            P += R
-            rr = rr_new
-            it += 1
-        return Y, it, math.sqrt(rr)
+        return conjugate_gradient(self.gram, B, atol=atol, max_iter=max_iter, x0=Y0, deadline=deadline)
 
 
 def _constrained_nodes(problem: GTVProblem) -> np.ndarray:

@@ -20,6 +20,7 @@ import numpy as np
 from scipy.sparse.csgraph import connected_components
 
 from ..problem import GTVProblem
+from ._cg import conjugate_gradient
 from .certificate import Certificate, FlowProjector, certify_pair
 
 __all__ = ["certify", "flow_from_primal", "describe_failures", "ZERO_THRESHOLDS"]
@@ -84,27 +85,9 @@ def _min_norm_flow(D, Dt, free, R, max_iter):
     def gram(Y):
         return Dt @ (free * (D @ Y))
 
-    Y = np.zeros_like(R)
-    Res = R.copy()
-    P = Res.copy()
-    rr = np.einsum("nd,nd->d", Res, Res)
-    target = 1e-28 * np.maximum(rr, np.finfo(float).tiny)
-    for _ in range(max_iter):
-        active = rr > target
-        if not active.any():
-            break
-        AP = gram(P)
-        pap = np.einsum("nd,nd->d", P, AP)
-        ok = active & (pap > 0)
-        if not ok.any():
-            break
-        alpha = np.where(ok, rr / np.where(ok, pap, 1.0), 0.0)
-        Y += alpha * P
-        Res -= alpha * AP
-        rr_new = np.einsum("nd,nd->d", Res, Res)
-        beta = np.where(ok, rr_new / np.where(rr > 0, rr, 1.0), 0.0)
-        P = Res + beta * P
-        rr = np.where(ok, rr_new, rr)
+    rr0 = np.einsum("nd,nd->d", R, R)
+    Y, _, _ = conjugate_gradient(gram, R, atol=1e-14 * np.sqrt(np.maximum(rr0, np.finfo(float).tiny)),
+                                 max_iter=max_iter, columnwise=True)
     return free * (D @ Y)
 
 

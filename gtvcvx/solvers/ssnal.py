@@ -23,6 +23,7 @@ from ..capabilities import CapabilityError, require
 from ..problem import GTVProblem
 from ..results import GTVResult, Status
 from .._validation import check_positive_int
+from ._cg import conjugate_gradient
 from ._kernels import blas_threads as blas_threads_limit
 from .certificate import Certificate, FlowProjector, certify_pair
 from .gtv import warm_start_parts
@@ -255,7 +256,9 @@ class _CGSolver:
         def precond(R):
             return inv * R
 
-        return _pcg(apply, precond, rhs, max(self.rtol * float(np.linalg.norm(rhs)), atol), self.max_iter)
+        X, its, _ = conjugate_gradient(apply, rhs, atol=max(self.rtol * float(np.linalg.norm(rhs)), atol),
+                                       max_iter=self.max_iter, precond=precond)
+        return X, its
 
 
 class _KronSolver:
@@ -300,37 +303,14 @@ class _KronSolver:
             return V + sigma * (Dt @ jac.apply(D @ V))
 
         t0 = time.perf_counter()
-        X, its = _pcg(apply, M, rhs, max(self.rtol * float(np.linalg.norm(rhs)), atol), self.max_iter)
+        X, its, _ = conjugate_gradient(apply, rhs, atol=max(self.rtol * float(np.linalg.norm(rhs)), atol),
+                                       max_iter=self.max_iter, precond=M)
         if its:
             self.iter_time = (time.perf_counter() - t0) / (its + 1)
         if stale:
             self.base_its = its
         self.last_its = its
         return X, its
-
-
-def _pcg(apply, precond, rhs, target, max_iter):
-    X = np.zeros_like(rhs)
-    R = rhs.copy()
-    Zp = precond(R)
-    P = Zp.copy()
-    rz = float(np.einsum("nd,nd->", R, Zp))
-    it = 0
-    while it < max_iter and float(np.linalg.norm(R)) > target:
-        HP = apply(P)
-        pHp = float(np.einsum("nd,nd->", P, HP))
-        if pHp <= 0:
-            break
-        alpha = rz / pHp
-        X += alpha * P
-        R -= alpha * HP
-        Zp = precond(R)
-        rz_new = float(np.einsum("nd,nd->", R, Zp))
-        P *= rz_new / rz
-        P += Zp
-        rz = rz_new
-        it += 1
-    return X, it
 
 
 def _line_search(balls, XA, dX, Wv, dW, dDX, slope, *, c: float = 0.2, max_evals: int = 30):
