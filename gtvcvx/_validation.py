@@ -7,6 +7,7 @@ surface as a traceback from deep inside NumPy.
 
 from __future__ import annotations
 
+import math
 import numbers
 import os
 from contextlib import contextmanager
@@ -223,10 +224,36 @@ def check_nonnegative_scalar(x, name: str) -> float:
     return value
 
 
-def check_positive_int(x, name: str, *, minimum: int = 1) -> int:
-    """Return ``x`` as an int >= ``minimum`` or raise a ValueError naming ``name``."""
-    if isinstance(x, bool) or not isinstance(x, numbers.Integral):
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {x!r}")
-    if int(x) < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {x!r}")
+def check_positive_int(x, name: str, *, minimum: int = 1, allow_none: bool = False) -> int | None:
+    """Return ``x`` as an int >= ``minimum`` (numpy integers too) or raise a ValueError naming ``name``.
+
+    The package's one integer-option validator (``max_iter``, ``check_every``, ``k``, ...).
+    """
+    if x is None and allow_none:
+        return None
+    if isinstance(x, bool) or not isinstance(x, numbers.Integral) or int(x) < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}{' or None' if allow_none else ''}, got {x!r}")
     return int(x)
+
+
+def check_positive_number(x, name: str, *, allow_none: bool = False, finite: bool = True) -> float | None:
+    """Return ``x`` as a float > 0 (finite unless ``finite=False``) or raise a ValueError naming ``name``.
+
+    Any real number type is accepted (``int``, ``float``, numpy scalars); ``bool`` and strings are not.
+    """
+    if x is None and allow_none:
+        return None
+    ok = not isinstance(x, bool) and isinstance(x, numbers.Real) and float(x) > 0
+    if ok and finite:
+        ok = math.isfinite(float(x))
+    if not ok:
+        raise ValueError(f"{name} must be a positive number{' or None' if allow_none else ''}, got {x!r}")
+    return float(x)
+
+
+def check_time_limit(x) -> float | None:
+    """``time_limit``: a positive number of seconds (``inf`` means none) or None."""
+    if x is None or (not isinstance(x, bool) and isinstance(x, numbers.Real) and float(x) > 0):
+        return None if x is None else float(x)
+    raise ValueError(f"time_limit must be a positive number of seconds or None, got {x!r}")
+

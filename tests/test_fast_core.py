@@ -128,7 +128,7 @@ def test_solve_argument_errors():
     problem = make_problem("squared_error", "norm2", seed=0, sizes=(2, 2), d=2)
     with pytest.raises(ValueError, match="tol must be a positive number"):
         g.solve(problem, tol=0)
-    with pytest.raises(ValueError, match="max_iter must be a positive integer"):
+    with pytest.raises(ValueError, match="max_iter must be an integer >= 1"):
         g.solve(problem, max_iter=0)
     with pytest.raises(ValueError, match="method must be one of"):
         g.solve(problem, method="admm")

@@ -103,9 +103,9 @@ def test_huge_node_count_is_refused_before_allocating():
 def test_fast_core_option_errors_and_numpy_integers():
     problem = g.GTVProblem(g.graphs.chain(3), g.SquaredDistance(np.arange(6.0).reshape(3, 2)), g.Norm2(), 1.0)
     assert g.solve(problem, max_iter=np.int64(50)).iterations <= 50  # numpy integers are integers
-    for kwargs, message in [(dict(restart_check=0), "restart_check must be a positive integer"),
-                            (dict(check_every=0), "check_every must be a positive integer or None"),
-                            (dict(check_every=-1), "check_every must be a positive integer or None"),
+    for kwargs, message in [(dict(restart_check=0), "restart_check must be an integer >= 1"),
+                            (dict(check_every=0), "check_every must be an integer >= 1 or None"),
+                            (dict(check_every=-1), "check_every must be an integer >= 1 or None"),
                             (dict(eta="big"), r"eta must be in \(0, 1\]"),
                             (dict(time_limit=float("nan")), "time_limit must be a positive number"),
                             (dict(primal_weight=0.0), "primal_weight must be > 0")]:
@@ -436,3 +436,37 @@ def test_separable_logistic_data_has_no_minimizer_and_no_false_certificate():
     assert result.status == "max_iter" and "certified with the zero flow" in result.message
     assert result.dual <= 0.0 and result.gap >= result.primal  # never below the true gap P(W) - 0
     assert 0 < result.primal < 1e-3  # the infimum 0 is approached, never attained
+
+
+def _option_entry_points():
+    from gtvcvx.clustering import convex_clustering
+    from gtvcvx.rkhs import Dictionary, RKHSProblem, solve_dual
+    from gtvcvx.rkhs.data import ELLIPSE_BOX, ellipses
+    from gtvcvx.solvers.ssnal import solve_ssnal
+
+    points = np.random.default_rng(0).normal(size=(12, 2))
+    problem = convex_clustering(points, 0.3, k=3).problem
+    data = ellipses(16, seed=1)
+    rkhs = RKHSProblem(data.X, data.y, Dictionary.grid(ELLIPSE_BOX, 3, [3.0], threshold=1e-6), 0.5, 0.1, 10.0)
+    return {"solve": lambda **o: g.solve(problem, **o), "solve_ssnal": lambda **o: solve_ssnal(problem, **o),
+            "rkhs.solve_dual": lambda **o: solve_dual(rkhs, **o),
+            "convex_clustering": lambda **o: convex_clustering(points, 0.3, k=3, tol=o.get("tol", 1e-6))}
+
+
+def test_one_option_validator_for_every_solver_entry_point():
+    """The same option values are accepted (numpy scalars too) and refused with the same words everywhere."""
+    for name, run in _option_entry_points().items():
+        result = run(tol=np.float32(1e-4), **({} if name == "convex_clustering" else {"max_iter": np.int64(5000)}))
+        assert result.status in ("optimal", "max_iter"), name
+        for bad, message in [(dict(tol=True), "tol must be a positive number, got True"),
+                             (dict(tol="1e-6"), "tol must be a positive number, got '1e-6'"),
+                             (dict(tol=float("inf")), "tol must be a positive number, got inf")]:
+            with pytest.raises(ValueError, match=message):
+                run(**bad)
+        if name == "convex_clustering":
+            continue
+        for bad, message in [(dict(max_iter=True), "max_iter must be an integer >= 1, got True"),
+                             (dict(max_iter=2.0), "max_iter must be an integer >= 1, got 2.0"),
+                             (dict(time_limit=-1), "time_limit must be a positive number of seconds or None, got -1")]:
+            with pytest.raises(ValueError, match=message):
+                run(**bad)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import graphs as graphs_mod
-from .._validation import allocation_guard, as_float_array, check_memory
+from .._validation import allocation_guard, as_float_array, check_memory, check_positive_int
 from ..graph import Graph, graph_nbytes
 from ..penalties import Penalty
 
@@ -108,9 +108,7 @@ def clustering_graph(points, graph=None, *, k: int = 10, weights: str = "gaussia
         if isinstance(phi, bool) or not isinstance(phi, numbers.Real) or not (np.isfinite(phi) and phi >= 0):
             raise ValueError(f"phi must be a finite number >= 0 or None, got {phi!r}")
     if graph is None or (isinstance(graph, str) and graph == "knn"):
-        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
-            raise ValueError(f"k must be an integer >= 1 (neighbours per point), got {k!r}")
-        return graphs_mod.knn(points, int(k), weights=weights, phi=phi)
+        return graphs_mod.knn(points, check_positive_int(k, "k (neighbours per point)"), weights=weights, phi=phi)
     if isinstance(graph, str) and graph == "complete":
         d = points.shape[1]
         m = n * (n - 1) // 2

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import check_nonnegative_scalar
+from .._validation import check_nonnegative_scalar, check_positive_int, check_positive_number
 from ..graph import Graph
 from ..losses import SquaredDistance
 from ..penalties import Norm2
@@ -88,18 +87,6 @@ def _check_solver(solver) -> str:
     return name
 
 
-def _check_tol(tol, name: str = "tol") -> float:
-    if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not (np.isfinite(tol) and tol > 0):
-        raise ValueError(f"{name} must be a positive number, got {tol!r}")
-    return float(tol)
-
-
-def _check_k(k) -> int:
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
-        raise ValueError(f"k must be an integer >= 1 (neighbours per point), got {k!r}")
-    return int(k)
-
-
 def clustering_problem(points, lam=0.0, graph=None, *, k: int = 10, weights: str = "gaussian", phi=None,
                        penalty=None, standardize: bool = False) -> tuple[GTVProblem, Standardization]:
     """The GTV problem of convex clustering (and the standardization applied to the points).
@@ -109,7 +96,7 @@ def clustering_problem(points, lam=0.0, graph=None, *, k: int = 10, weights: str
     """
     pts = check_points(points)
     lam = check_nonnegative_scalar(lam, "lam")
-    k = _check_k(k)
+    k = check_positive_int(k, "k (neighbours per point)")
     penalty = check_norm_penalty(Norm2() if penalty is None else penalty)
     std = standardization(pts, standardize)
     Z = std.forward(pts)
@@ -290,7 +277,7 @@ def convex_clustering(points, lam, graph=None, k: int = 10, weights: str = "gaus
        Journal of Statistics 9(2), 2015.
     """
     solver = _check_solver(solver)
-    tol = _check_tol(tol)
+    tol = check_positive_number(tol, "tol")
     problem, std = clustering_problem(points, lam, graph, k=k, weights=weights, phi=phi, penalty=penalty,
                                       standardize=standardize)
     if isinstance(warm_start, ClusteringResult):

@@ -9,11 +9,12 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
+from .._validation import check_positive_number
 from ..problem import GTVProblem
 from ..results import GTVResult
 from ._flows import component_means
 from ._prep import FAST_SOLVERS, Standardization
-from .core import (ClusteringResult, _check_solver, _check_tol, clustering_problem, finish_clustering,
+from .core import (ClusteringResult, _check_solver, clustering_problem, finish_clustering,
                    run_clustering_solver)
 from .lammax import LamMax, lam_max
 
@@ -198,7 +199,7 @@ def clustering_path(points, lams=None, *, n_lams: int = 40, lam_min_ratio=None, 
     """
     t0 = time.perf_counter()
     solver = _check_solver(solver)
-    tol = _check_tol(tol)
+    tol = check_positive_number(tol, "tol")
     if isinstance(n_lams, bool) or not isinstance(n_lams, numbers.Integral) or n_lams < 2:
         raise ValueError(f"n_lams must be an integer >= 2, got {n_lams!r}")
     if lam_min_ratio is not None and (isinstance(lam_min_ratio, bool) or not isinstance(lam_min_ratio, numbers.Real)

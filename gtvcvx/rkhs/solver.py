@@ -24,6 +24,7 @@ import numpy as np
 import scipy.linalg as sla
 
 from .._restart import restart_due, updated_primal_weight
+from .._validation import check_positive_int, check_positive_number, check_time_limit
 from ..results import Status
 from .certificate import RKHSCertificate, certify, hard_margin_feasible_point
 from .problem import RKHSProblem
@@ -178,16 +179,9 @@ def _history_frame(rows):
 def _check_options(method, tol, max_iter, time_limit):
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not np.isfinite(tol) or tol <= 0:
-        raise ValueError(f"tol must be a number > 0, got {tol!r}")
-    if max_iter is None:
-        max_iter = _DEFAULT_MAX_ITER[method]
-    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
-        raise ValueError(f"max_iter must be an integer >= 1, got {max_iter!r}")
-    if time_limit is not None and (isinstance(time_limit, bool) or not isinstance(time_limit, (int, float))
-                                   or not time_limit > 0):
-        raise ValueError(f"time_limit must be a number > 0 (seconds) or None, got {time_limit!r}")
-    return int(max_iter)
+    check_positive_number(tol, "tol")
+    check_time_limit(time_limit)
+    return check_positive_int(_DEFAULT_MAX_ITER[method] if max_iter is None else max_iter, "max_iter")
 
 
 # ---------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from .._restart import restart_due, updated_primal_weight
+from .._validation import check_positive_int, check_positive_number, check_time_limit
 from ..problem import GTVProblem
 from ..results import GTVResult, Status
 from ._kernels import SparseTimesDense, axpy, blas_threads as _blas_threads, scal
@@ -68,31 +69,22 @@ def _warm_start_arrays(problem: GTVProblem, warm_start):
     return W, U
 
 
-def _is_real(x) -> bool:
-    return isinstance(x, numbers.Real) and not isinstance(x, bool)
-
-
-def _is_count(x) -> bool:
-    return isinstance(x, numbers.Integral) and not isinstance(x, bool) and x >= 1
-
-
 def _check_options(tol, max_iter, time_limit, method, eta, reflection, check_every, restart_check):
-    if not (_is_real(tol) and tol > 0 and math.isfinite(tol)):
-        raise ValueError(f"tol must be a positive number, got {tol!r}")
-    if not _is_count(max_iter):
-        raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
-    if time_limit is not None and not (_is_real(time_limit) and time_limit > 0):
-        raise ValueError(f"time_limit must be a positive number of seconds or None, got {time_limit!r}")
+    check_positive_number(tol, "tol")
+    check_positive_int(max_iter, "max_iter")
+    check_time_limit(time_limit)
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if not (_is_real(eta) and 0 < eta <= 1):
         raise ValueError(f"eta must be in (0, 1], got {eta!r}")
     if not (_is_real(reflection) and 0 <= reflection <= 1):
         raise ValueError(f"reflection must be in [0, 1], got {reflection!r}")
-    if check_every is not None and not _is_count(check_every):
-        raise ValueError(f"check_every must be a positive integer or None, got {check_every!r}")
-    if not _is_count(restart_check):
-        raise ValueError(f"restart_check must be a positive integer, got {restart_check!r}")
+    check_positive_int(check_every, "check_every", allow_none=True)
+    check_positive_int(restart_check, "restart_check")
+
+
+def _is_real(x) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)
 
 
 def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_limit: float | None = None,

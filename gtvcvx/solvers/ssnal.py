@@ -22,7 +22,7 @@ import scipy.sparse as sp
 from ..capabilities import CapabilityError, require
 from ..problem import GTVProblem
 from ..results import GTVResult, Status
-from .._validation import check_positive_int
+from .._validation import check_positive_int, check_positive_number, check_time_limit
 from ._cg import conjugate_gradient
 from ._kernels import blas_threads as blas_threads_limit
 from .certificate import Certificate, FlowProjector, certify_pair
@@ -69,18 +69,13 @@ def _check_problem(problem) -> None:
 
 
 def _check_options(tol, max_iter, time_limit, max_newton, linear_solver, sigma):
-    if isinstance(tol, bool) or not (isinstance(tol, (int, float)) and tol > 0 and math.isfinite(tol)):
-        raise ValueError(f"tol must be a positive number, got {tol!r}")
-    check_positive_int(max_iter, "max_iter")  # the package's one integer validator (numpy ints too)
-    if time_limit is not None and (isinstance(time_limit, bool) or not isinstance(time_limit, (int, float))
-                                   or not time_limit > 0):
-        raise ValueError(f"time_limit must be a positive number of seconds or None, got {time_limit!r}")
+    check_positive_number(tol, "tol")
+    check_positive_int(max_iter, "max_iter")
+    check_time_limit(time_limit)
     check_positive_int(max_newton, "max_newton")
     if linear_solver not in LINEAR_SOLVERS:
         raise ValueError(f"linear_solver must be one of {LINEAR_SOLVERS}, got {linear_solver!r}")
-    if sigma is not None and (isinstance(sigma, bool) or not isinstance(sigma, (int, float))
-                              or not (math.isfinite(sigma) and sigma > 0)):
-        raise ValueError(f"sigma must be a positive number or None, got {sigma!r}")
+    check_positive_number(sigma, "sigma", allow_none=True)
 
 
 # ------------------------------------------------------------------------------------ projections
