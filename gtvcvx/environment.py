@@ -6,6 +6,8 @@ import os
 import platform
 from importlib.metadata import PackageNotFoundError, version
 
+from .render.tables import markdown_table
+
 __all__ = ["environment", "environment_markdown"]
 
 _PACKAGES = ("gtvcvx", "numpy", "scipy", "pandas", "cvxpy", "clarabel", "scs", "matplotlib")
@@ -46,6 +48,4 @@ def environment() -> dict:
 def environment_markdown(info: dict | None = None) -> str:
     """The environment as a short Markdown table."""
     info = environment() if info is None else info
-    lines = ["| item | value |", "|---|---|"]
-    lines += [f"| {k} | {v} |" for k, v in info.items()]
-    return "\n".join(lines)
+    return markdown_table([{"item": k, "value": str(v)} for k, v in info.items()])

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ..io import atomic_savefig
+from ..render.tables import markdown_table
 from . import ExperimentOutput
 
 __all__ = ["EXPERIMENTS", "clustering_real_data", "load_dataset", "DATASETS"]
@@ -117,7 +118,7 @@ def clustering_real_data(params: dict, out_dir: Path, *, quick: bool = False) ->
                              "nested": path.is_nested(), "path_s": elapsed})
         show = table[["lam", "n_clusters", "ari", "status", "rel_gap", "iterations", "solve_time",
                       "n_flow_decided", "n_distance_decided", "n_uncertain", "label_tol"]]
-        body = _markdown_table(show)
+        body = markdown_table(show, nan="nan")
         sections += [
             f"### {name} (n = {X.shape[0]}, d = {X.shape[1]}, {len(np.unique(y))} classes)", "",
             f"Standardized features, Gaussian {p['k']}-NN graph ({path.problem.n_edges} edges), "
@@ -133,7 +134,7 @@ def clustering_real_data(params: dict, out_dir: Path, *, quick: bool = False) ->
 
     summary = pd.DataFrame(summary_rows)
     tables["clustering_summary"] = summary
-    head = _markdown_table(summary)
+    head = markdown_table(summary, nan="nan")
     intro = [
         "Convex clustering (sum of norms) on scikit-learn's iris and wine data with gtvcvx's fast core. "
         "Every lam carries a certified duality gap; clusters are read off the dual flow "
@@ -143,18 +144,6 @@ def clustering_real_data(params: dict, out_dir: Path, *, quick: bool = False) ->
         head, ""]
     return ExperimentOutput(title="Convex clustering paths on iris and wine", markdown="\n".join(intro + sections),
                             tables=tables, figures=figures, measured=measured)
-
-
-def _markdown_table(df) -> str:
-    """A Markdown table (no optional dependency), numbers with 4 significant digits."""
-    def cell(v):
-        if isinstance(v, (float, np.floating)):
-            return "nan" if v != v else format(float(v), ".4g")
-        return str(v)
-
-    lines = ["| " + " | ".join(map(str, df.columns)) + " |", "|" + "---|" * len(df.columns)]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
-    return "\n".join(lines)
 
 
 EXPERIMENTS = {"clustering_real_data": clustering_real_data}

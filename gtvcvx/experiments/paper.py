@@ -55,6 +55,7 @@ import numpy as np
 import pandas as pd
 
 from ..io import atomic_savefig, atomic_write_text
+from ..render.tables import markdown_table
 from ..recovery import exact_recovery_conditions, reduced_cluster_problem, solution_clusters
 from . import ExperimentOutput
 
@@ -179,11 +180,12 @@ def _fmt(x, digits: int = 3) -> str:
 
 
 def _md_table(df: pd.DataFrame, columns=None, digits: int = 3) -> str:
-    columns = list(df.columns if columns is None else columns)
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    for _, row in df.iterrows():
-        lines.append("| " + " | ".join(_fmt(row[c], digits) for c in columns) + " |")
-    return "\n".join(lines)
+    """The package's table writer with the studies' conventions: missing values as ``-``, flags as yes/no."""
+    return markdown_table(df, columns, digits, nan="-", decorate=_yes_no)
+
+
+def _yes_no(column, value, row):
+    return ("yes" if value else "no") if isinstance(value, (bool, np.bool_)) else None
 
 
 def prediction_mse(loss, W) -> float:

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..environment import environment_markdown
 from ..io import atomic_write_text
 from ..render.html import html_page, markdown_to_html, sanitize_markdown
 from ..render.markdown import rebase_markdown
@@ -130,9 +131,8 @@ def _spec_markdown(rep: SpecReport, link_prefix: str = "", level: int = 1, *, fu
         title = rep.experiment_markdown.splitlines()[0].lstrip("#").strip()
         lines += [f"Experiment: **{title}** ([full text]({link_prefix}specs/{rep.slug}/report.md)).", ""]
     if rep.measured:
-        lines += ["| measured | value |", "|---|---|"]
-        lines += [f"| {k} | {format_number(v, 6)} |" for k, v in rep.measured.items()]
-        lines.append("")
+        lines += [_markdown_table([{"measured": k, "value": format_number(v, 6)} for k, v in rep.measured.items()]),
+                  ""]
     figures = rep.figures
     if rep.experiment_markdown and full:  # the experiment's text shows its figures; add the others
         figures = [f for f in rep.figures if Path(f).name not in rep.experiment_markdown]
@@ -177,8 +177,7 @@ def _summary_rows(reports) -> pd.DataFrame:
 
 
 def _overview(reports) -> str:
-    lines = ["| spec | kind | size | fast status | fast rel gap | fast time [s] | reference | ref. time [s] | "
-             "speed-up | accuracy | spec time [s] | files |", "|" + "---|" * 12]
+    rows = []
     for rep in reports:
         fast_status = fast_gap = fast_time = ref = ref_time = speedup = acc = ""
         if rep.table is not None and len(rep.table):
@@ -207,10 +206,12 @@ def _overview(reports) -> str:
             fast_status = "**error**"
         size = format_number(rep.sizes.get("size")) if rep.sizes else ""
         link = f"[report](specs/{rep.slug}/report.md)"
-        lines.append(f"| [{rep.name}](#{re.sub(r'[^a-z0-9_-]+', '-', rep.name.lower()).strip('-')}) | {rep.kind} | "
-                     f"{size} | {fast_status} | {fast_gap} | {fast_time} | {ref} | {ref_time} | {speedup} | {acc} | "
-                     f"{rep.elapsed:.1f} | {link} |")
-    return "\n".join(lines)
+        anchor = re.sub(r'[^a-z0-9_-]+', '-', rep.name.lower()).strip('-')
+        rows.append({"spec": f"[{rep.name}](#{anchor})", "kind": rep.kind, "size": size, "fast status": fast_status,
+                     "fast rel gap": fast_gap, "fast time [s]": fast_time, "reference": ref,
+                     "ref. time [s]": ref_time, "speed-up": speedup, "accuracy": acc,
+                     "spec time [s]": f"{rep.elapsed:.1f}", "files": link})
+    return _markdown_table(rows)  # cells are formatted already; the one writer escapes them
 
 
 def _index_markdown(reports, env: dict, *, command: str, elapsed: float, memory: str | None, rule: str,
@@ -235,10 +236,9 @@ def _index_markdown(reports, env: dict, *, command: str, elapsed: float, memory:
     seen: dict = {}
     for rep in reports:
         lines += [_spec_markdown(rep, link_prefix="", level=3, full=False, seen_figures=seen, root=root), ""]
-    lines += ["## Environment", "", "| item | value |", "|---|---|"]
-    lines += [f"| {k} | {v} |" for k, v in env.items()]
-    lines += ["", "| spec | seed | file |", "|---|---|---|"]
-    lines += [f"| {r.name} | {'' if r.seed is None else r.seed} | `{r.path}` |" for r in reports]
+    lines += ["## Environment", "", environment_markdown(env), ""]
+    lines += [_markdown_table([{"spec": r.name, "seed": "" if r.seed is None else str(r.seed), "file": f"`{r.path}`"}
+                               for r in reports])]
     lines += ["", f"Total run time: {elapsed:.1f} s.", ""]
     return "\n".join(lines)
 
