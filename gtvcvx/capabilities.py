@@ -49,6 +49,8 @@ def registrar(registry: dict, base: type, kind: str):
         registry[cls.name] = cls
         return cls
 
+    register.__name__ = register.__qualname__ = f"register_{kind}"
+    register.__module__ = base.__module__  # where the module assigns it (gtvcvx.losses._core.register_loss)
     register.__doc__ = (f"Class decorator: add a :class:`{base.__name__}` subclass to the {kind} registry "
                         "under ``cls.name``.")
     return register

@@ -80,7 +80,8 @@ class SolveResult(Protocol):
     @property
     def total_time(self) -> float: ...
 
-    def to_row(self) -> dict: ...
+    def to_row(self) -> dict:
+        """One flat dictionary (a pandas row) with at least :data:`RESULT_ROW_KEYS`."""
 
 
 class SolveTimes:

@@ -60,6 +60,7 @@ class Standardization:
     enabled: bool
 
     def forward(self, points: np.ndarray) -> np.ndarray:
+        """To the standardized units the problem is solved in."""
         return (points - self.center) / self.scale if self.enabled else points
 
     def inverse(self, Z: np.ndarray) -> np.ndarray:

@@ -68,6 +68,7 @@ class ClusteringResult(WrappedSolve):
         return sums / np.bincount(self.labels, minlength=self.n_clusters)[:, None]
 
     def to_row(self) -> dict:
+        """One flat dictionary: ``lam``, the GTV solve's row and the cluster counts."""
         row = {"lam": self.lam}
         row.update(self.gtv.to_row())
         row.update(self.clusters.summary())
@@ -243,7 +244,7 @@ def convex_clustering(points, lam, graph=None, k: int = 10, weights: str = "gaus
     warm_start : GTVResult, ClusteringResult or dict, optional
         Start of the gtvcvx methods (e.g. the solution at a nearby lam).
     polish : bool
-        gtvcvx methods: also certify the centers snapped to their clusters at every check-point
+        For the gtvcvx methods: also certify the centers snapped to their clusters at every check-point
         and keep the better certified pair (see :func:`snap_to_clusters`; at large lam,
         rounding-level differences between fused centers otherwise dominate the gap).
     solver_options : dict, optional

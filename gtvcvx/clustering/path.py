@@ -143,8 +143,9 @@ def _check_lams(lams) -> np.ndarray:
 
 def clustering_path(points, lams=None, *, n_lams: int = 40, lam_min_ratio=None, graph=None, k: int = 10,
                     weights: str = "gaussian", phi=None, penalty=None, solver: str = "fast", tol: float = 1e-6,
-                    standardize: bool = False, label_tol=None, lam_max_method=None, polish: bool = True,
-                    keep_flows: bool = False, solver_options: dict | None = None, callback=None) -> ClusteringPath:
+                    standardize: bool = False, label_tol=None, polish: bool = True,
+                    solver_options: dict | None = None, lam_max_method=None, keep_flows: bool = False,
+                    callback=None) -> ClusteringPath:
     r"""Convex clustering along a lam grid, warm-started, certified at every lam.
 
     Parameters

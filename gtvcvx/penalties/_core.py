@@ -82,6 +82,7 @@ class Penalty(ABC):
         return self._edge_values(*_rows(Z, "Z", scale))
 
     def value(self, Z, scale) -> float:
+        """``sum_e c_e phi(z_e)``: the GTV term of edge differences ``Z`` (|E|, d) with weights ``scale``."""
         return float(self.edge_values(Z, scale).sum())
 
     def edge_conjugates(self, U, scale) -> np.ndarray:
@@ -89,6 +90,7 @@ class Penalty(ABC):
         return self._edge_conjugates(*_rows(U, "U", scale))
 
     def conjugate(self, U, scale) -> float:
+        """``sum_e c_e phi^*(u_e / c_e)`` (``inf`` when a flow leaves its domain)."""
         return float(self.edge_conjugates(U, scale).sum())
 
     def prox(self, Z, step, scale) -> np.ndarray:
@@ -296,7 +298,7 @@ class Norm2(Penalty):
 
 
 class Norm1(Penalty):
-    """l1 norm ``phi(v) = ||v||_1``.
+    """The l1 norm ``phi(v) = ||v||_1``.
 
     Notes
     -----

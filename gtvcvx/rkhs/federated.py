@@ -103,8 +103,8 @@ def _agent_data(agents):
 
 def federated_fit(agents, dictionary: Dictionary, gamma: float, eps: float, *, C: float | None = None,
                   solver: str = "fast", method: str = "ssnal", tol: float = 1e-6, max_iter=None,
-                  time_limit=None, critical_tol: float = DEFAULT_CRITICAL_TOL, warm_start: bool = True,
-                  centralized: bool = True, test=None, recovery: str = "envelope") -> FederatedResult:
+                  time_limit=None, critical_tol: float = DEFAULT_CRITICAL_TOL, recovery: str = "envelope",
+                  warm_start: bool = True, centralized: bool = True, test=None) -> FederatedResult:
     r"""Run the federated protocol and, optionally, the centralized fit next to it.
 
     Parameters
