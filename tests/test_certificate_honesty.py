@@ -198,6 +198,7 @@ def test_certified_dual_never_exceeds_an_exact_primal(case, max_iter):
         check_dual_bound(cert, exact, what=what)
 
 
+@pytest.mark.slow
 @given(hostile_problems())
 def test_assert_optimal_never_passes_a_bad_point(case):
     """``assert_optimal`` never passes a W whose exact objective exceeds a known point's by more

@@ -40,6 +40,7 @@ def stub_experiments(monkeypatch):
     monkeypatch.setattr(experiments, "registry", lambda: {name: stub for name in names})
 
 
+@pytest.mark.slow
 def test_report_on_all_problems_from_scratch(tmp_path, capsys, monkeypatch):
     stub_experiments(monkeypatch)
     specs = [load_spec(path) for path in find_specs([ROOT / "problems"])]

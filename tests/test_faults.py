@@ -17,6 +17,7 @@ def _long_chain(n, seed=0):
     return g.GTVProblem(g.graphs.chain(n), g.SquaredError(X, y, d=3), g.Norm2(), lam=0.1)
 
 
+@pytest.mark.slow
 def test_time_limit_includes_the_certificates():
     """Was 7-27 s for time_limit = 0.05 s on large chains: a full CG projection after the limit."""
     problem = _long_chain(200_000)
@@ -113,6 +114,7 @@ def test_concurrent_report_into_the_same_directory_is_refused(tmp_path, capsys):
     assert "another gtvcvx report" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["CLARABEL", "SCS"])
 def test_ctrl_c_during_a_reference_solve_exits_promptly_with_130(backend):
     """SCS swallowed SIGINT (its own handler; the run completed with exit 0) and CLARABEL honoured

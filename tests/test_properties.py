@@ -7,6 +7,7 @@ examples.
 import os
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -50,6 +51,7 @@ def problems(draw, losses=("squared_error", "logistic", "squared_distance")):
     return g.GTVProblem(graph, loss, penalty, lam)
 
 
+@pytest.mark.slow
 @given(problems())
 def test_certificate_never_lies(problem):
     fast = g.solve(problem, tol=1e-7, max_iter=20_000)
@@ -66,6 +68,7 @@ def test_certificate_never_lies(problem):
         assert fast.primal - ref.primal <= 1e-6 * (1 + abs(ref.primal))
 
 
+@pytest.mark.slow
 @given(problems(losses=("squared_error", "squared_distance")), st.integers(0, 10**6))
 def test_node_relabelling_invariance(problem, seed):
     perm = np.random.default_rng(seed).permutation(problem.n)
@@ -90,6 +93,7 @@ def test_scaling_weights_and_lam_inversely(problem, factor):
     assert abs(a.primal - b.primal) <= 2e-8 * (1 + abs(a.primal))
 
 
+@pytest.mark.slow
 @given(problems(losses=("squared_error", "squared_distance")))
 def test_duplicate_component_doubles_the_optimum(problem):
     n = problem.n
