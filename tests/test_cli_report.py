@@ -109,3 +109,45 @@ def test_report_quiet_formats_and_explicit_solvers(tmp_path, capsys):
     index = (out / "index.md").read_text()
     assert "--solvers fast" in index and "--memory tracemalloc" in index and "peak_traced_mb" in index
     assert "| fast (ref) | optimal |" in index
+
+
+def test_render_rebuilds_every_page_from_the_results_file_without_solving(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "o"
+    assert main(["report", str(QUICK / "chain_l1.toml"), str(QUICK / "logistic_star.toml"), "--out", str(out),
+                 "--quiet", "--format", "md,json"]) == 0
+    results = json.loads((out / "specs/results.json").read_text())
+    assert results["format"] == "gtvcvx-report-results/1"
+    assert [s["name"] for s in results["specs"]] == ["quick_chain_l1", "quick_logistic_star"]
+    assert "fast" in [row["solver"] for row in results["specs"][0]["rows"]]
+    pages = {p: p.read_bytes() for p in [out / "index.md", *sorted(out.glob("specs/*/report.md"))]}
+    record = (out / "specs/report.json").read_bytes()
+    for page in pages:
+        page.unlink()
+
+    def no_solving(*args, **kwargs):
+        raise AssertionError("render must not load specs or run tasks")
+
+    monkeypatch.setattr("gtvcvx.report.build.task_for", no_solving)
+    monkeypatch.setattr("gtvcvx.report.build.load_spec", no_solving)
+    assert main(["render", str(out), "--format", "md,html,csv,json"]) == 0
+    assert "gtvcvx render: 2 spec(s)" in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in pages} == pages  # the same bytes as the run wrote
+    assert (out / "specs/report.json").read_bytes() == record
+    assert (out / "index.html").is_file() and (out / "specs/summary.csv").is_file()  # formats the run skipped
+    summary = pd.read_csv(out / "specs/summary.csv")
+    assert set(summary["spec"]) == {"quick_chain_l1", "quick_logistic_star"}
+    assert (summary.loc[summary["solver"] == "fast", "status"] == "optimal").all()
+
+
+def test_render_refuses_a_directory_without_results_and_unsafe_records(tmp_path, capsys):
+    assert main(["render", str(tmp_path)]) == 2
+    assert "specs/results.json: no results file" in capsys.readouterr().err
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs/results.json").write_text('{"format": "other"}')
+    assert main(["render", str(tmp_path)]) == 2
+    assert "expected a gtvcvx report results file" in capsys.readouterr().err
+    (tmp_path / "specs/results.json").write_text(json.dumps({"format": "gtvcvx-report-results/1", "specs": [
+        {"name": "x", "slug": "../../escape", "path": "x.toml", "kind": "gtv"}]}))
+    assert main(["render", str(tmp_path)]) == 2
+    assert "unsafe folder name '../../escape'" in capsys.readouterr().err
+    assert not (tmp_path.parent / "escape").exists()

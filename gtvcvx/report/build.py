@@ -4,6 +4,8 @@ Layout of the output directory ``OUT``::
 
     OUT/index.md, OUT/index.html        everything (HTML self-contained: figures as base64 PNG)
     OUT/specs/summary.csv               one row per spec x solver (all specs)
+    OUT/specs/results.json              the run's results, everything the pages are rendered from
+                                        (always written; ``gtvcvx render OUT`` re-renders from it)
     OUT/specs/report.json               the whole run as data (rows, measured values, environment)
     OUT/specs/<name>/report.md          one spec: description, solver table, figures, notes
     OUT/specs/<name>/comparison.csv     the full comparison table (and .json)
@@ -13,7 +15,10 @@ Layout of the output directory ``OUT``::
     OUT/specs/<name>/experiment.md, <table>.csv, measured.json, figures   experiment specs
     OUT/<output>                        an experiment spec's ``output`` Markdown (links rebased)
 
-Every file is written atomically, so an interrupted run leaves complete files only.
+Every file is written atomically, so an interrupted run leaves complete files only. Data flows
+one way: the tasks run the specs and fill :class:`SpecReport` records, the records go to
+``specs/results.json``, and :func:`render_report` writes every page and summary from them, so a
+report can be re-rendered (another format, a renderer fix) without solving again.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..environment import environment_markdown
+from ..environment import environment, environment_markdown
 from ..io import atomic_write_text
 from ..render.html import html_page, markdown_to_html, sanitize_markdown
 from ..render.markdown import rebase_markdown
@@ -39,7 +44,8 @@ from ..render.tables import format_number, json_value, markdown_table as _markdo
 from ..tasks import ReportContext, SpecReport, find_specs, load_spec, run_experiment, task_for
 from ..tasks.compare import REFERENCE_SIZE_LIMITS, REFERENCE_TIME_LIMIT, SKIPPED
 
-__all__ = ["build_report", "run_experiment", "SpecReport", "FORMATS", "write_table", "markdown_table"]
+__all__ = ["build_report", "render_report", "run_experiment", "SpecReport", "FORMATS", "write_table",
+           "markdown_table", "RESULTS_FILE"]
 
 #: Output formats of ``gtvcvx report --format``.
 FORMATS = ("md", "csv", "html", "json")
@@ -318,6 +324,23 @@ def build_report(paths, out_dir, *, solvers=None, formats=FORMATS, progress=None
 
 
 @contextmanager
+def _report_lock(final: Path):
+    """Refuse a concurrent run into ``final`` (a lock file), for the duration of the block."""
+    final.mkdir(parents=True, exist_ok=True)
+    lock = final / ".gtvcvx-report.lock"
+    try:
+        fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        raise ValueError(f"{final}: another gtvcvx report is being written here (remove {lock} if no run "
+                         "is active)") from None
+    try:
+        yield
+    finally:
+        os.close(fd)
+        lock.unlink(missing_ok=True)
+
+
+@contextmanager
 def _staging(final: Path):
     """Build a report in a private sibling directory, then swap it into ``final``.
 
@@ -326,37 +349,27 @@ def _staging(final: Path):
     are left alone. A lock file refuses a concurrent run into the same directory; an
     interrupted run (Ctrl-C, error) leaves ``final`` as it was and removes its temporary folder.
     """
-    final.mkdir(parents=True, exist_ok=True)
-    lock = final / ".gtvcvx-report.lock"
-    try:
-        fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-    except FileExistsError:
-        raise ValueError(f"{final}: another gtvcvx report is being written here (remove {lock} if no run "
-                         "is active)") from None
-    staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
-    try:
-        staging.chmod(0o755)
-        yield staging
-        for entry in sorted(staging.iterdir()):
-            dest = final / entry.name
-            if dest.is_dir() and not dest.is_symlink():
-                old = Path(tempfile.mkdtemp(prefix=f".{entry.name}.old-", dir=final))
-                os.replace(dest, old / entry.name)
-                os.replace(entry, dest)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.replace(entry, dest)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-        os.close(fd)
-        lock.unlink(missing_ok=True)
+    with _report_lock(final):
+        staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
+        try:
+            staging.chmod(0o755)
+            yield staging
+            for entry in sorted(staging.iterdir()):
+                dest = final / entry.name
+                if dest.is_dir() and not dest.is_symlink():
+                    old = Path(tempfile.mkdtemp(prefix=f".{entry.name}.old-", dir=final))
+                    os.replace(dest, old / entry.name)
+                    os.replace(entry, dest)
+                    shutil.rmtree(old, ignore_errors=True)
+                else:
+                    os.replace(entry, dest)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 def _write_report(specs, reports, out, final, *, paths, solvers, formats, progress, quick, time_limit,
                   size_limits, memory, command, t0):
     """Run the specs and write every file of the report under ``out`` (the staging folder)."""
-    from ..environment import environment
-
     ctx = ReportContext(out=out, solvers=solvers, formats=formats, progress=progress, quick=quick,
                         time_limit=time_limit, size_limits=size_limits, memory=memory)
     for spec, rep in zip(specs, reports):
@@ -368,31 +381,135 @@ def _write_report(specs, reports, out, final, *, paths, solvers, formats, progre
             if progress is not None:
                 progress.note(f"{rep.name}: {rep.error}")
         rep.elapsed = time.perf_counter() - s0
-        if "md" in formats:
-            page = _spec_markdown(rep, link_prefix="../../", level=1)
-            atomic_write_text(out / "specs" / rep.slug / "report.md", page)
-    elapsed = time.perf_counter() - t0
-    env = environment()
     limits = dict(REFERENCE_SIZE_LIMITS if size_limits is None else size_limits)
     rule = SELECTION_RULE.format(limits=", ".join(f"{k} {v:,}" for k, v in limits.items()),
                                  time_limit=time_limit if time_limit is not None else REFERENCE_TIME_LIMIT)
-    memory_method = next((r.memory for r in reports if r.memory), None)
-    command = command or "gtvcvx report " + " ".join(map(str, paths)) + f" --out {final}"
-    index_md = _index_markdown(reports, env, command=command, elapsed=elapsed, memory=memory_method, rule=rule,
-                               root=out)
+    doc = {"format": RESULTS_FORMAT,
+           "command": command or "gtvcvx report " + " ".join(map(str, paths)) + f" --out {final}",
+           "environment": environment(), "selection_rule": rule,
+           "memory": next((r.memory for r in reports if r.memory), None),
+           "seconds": round(time.perf_counter() - t0, 3), "specs": [_report_record(r) for r in reports]}
+    atomic_write_text(out / RESULTS_FILE, json.dumps(doc, indent=1) + "\n")
+    _render(out, doc, formats)
+
+
+# ---------------------------------------------------------------------------------------
+# results file -> pages
+# ---------------------------------------------------------------------------------------
+#: Where a report keeps its results (relative to the report directory) and the format tag inside.
+RESULTS_FILE = "specs/results.json"
+RESULTS_FORMAT = "gtvcvx-report-results/1"
+_RECORD_FIELDS = ("name", "slug", "path", "kind", "description", "reference", "memory", "figures", "files",
+                  "notes", "experiment_markdown", "experiment_dir", "measured", "error")
+
+
+def _report_record(rep: SpecReport) -> dict:
+    """One spec's results as JSON-safe data (the table as column names plus rows)."""
+    record = {key: getattr(rep, key) for key in _RECORD_FIELDS}
+    record["measured"] = {k: json_value(v) for k, v in rep.measured.items()}
+    record.update(seed=json_value(rep.seed), sizes={k: json_value(v) for k, v in rep.sizes.items()},
+                  seconds=round(rep.elapsed, 3),
+                  columns=None if rep.table is None else [str(c) for c in rep.table.columns],
+                  rows=None if rep.table is None else records(rep.table))
+    return record
+
+
+def _number(value):
+    """Undo :func:`json_value` for a table cell: ``None`` -> nan, ``"inf"`` / ``"-inf"`` -> floats."""
+    if value is None:
+        return float("nan")
+    if isinstance(value, str) and value in ("inf", "-inf"):
+        return float(value)
+    return value
+
+
+def _report_from_record(record: dict, where: str) -> SpecReport:
+    if not isinstance(record, dict):
+        raise ValueError(f"{where}: expected an object per spec")
+    try:
+        rep = SpecReport(**{key: record[key] for key in _RECORD_FIELDS if key in record})
+    except TypeError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+    rep.name = sanitize_markdown(str(rep.name))  # a results file may come from someone else
+    rep.description = sanitize_markdown(str(rep.description))
+    rep.seed = record.get("seed")
+    rep.sizes = dict(record.get("sizes") or {})
+    rep.elapsed = float(record.get("seconds") or 0.0)
+    rep.measured = {k: _number(v) for k, v in (record.get("measured") or {}).items()}
+    if record.get("rows") is not None:
+        rows = [{k: _number(v) for k, v in row.items()} for row in record["rows"]]
+        rep.table = pd.DataFrame(rows, columns=record.get("columns"))
+    return rep
+
+
+def _render(out: Path, doc: dict, formats) -> list[SpecReport]:
+    """Write every page and summary of the report in ``out`` from its results ``doc``."""
+    specs = doc.get("specs")
+    if not isinstance(specs, list):
+        raise ValueError(f"{out / RESULTS_FILE}: 'specs' must be a list")
+    reports = [_report_from_record(r, f"{out / RESULTS_FILE}: specs[{i}]") for i, r in enumerate(specs)]
+    for rep in reports:
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", rep.slug) or rep.slug.startswith("."):
+            raise ValueError(f"{out / RESULTS_FILE}: spec {rep.name!r} has an unsafe folder name {rep.slug!r}")
+    env = dict(doc.get("environment") or {})
+    command, rule = str(doc.get("command", "")), str(doc.get("selection_rule", ""))
+    if "md" in formats:
+        for rep in reports:
+            atomic_write_text(out / "specs" / rep.slug / "report.md", _spec_markdown(rep, link_prefix="../../", level=1))
     summary = _summary_rows(reports)
     if "csv" in formats and len(summary):
         atomic_write_text(out / "specs" / "summary.csv", summary.to_csv(index=False, float_format="%.17g"))
     if "json" in formats:
-        doc = {"command": command, "environment": env, "selection_rule": rule, "memory": memory_method,
-               "specs": [{"name": r.name, "path": r.path, "kind": r.kind, "seed": json_value(r.seed),
-                          "sizes": {k: json_value(v) for k, v in r.sizes.items()}, "reference": r.reference,
-                          "rows": records(r.table) if r.table is not None else [], "measured": r.measured,
-                          "files": r.files, "notes": r.notes, "error": r.error, "seconds": round(r.elapsed, 3)}
-                         for r in reports]}
-        atomic_write_text(out / "specs" / "report.json", json.dumps(doc, indent=1) + "\n")
-    if "md" in formats:
-        atomic_write_text(out / "index.md", index_md)
-    if "html" in formats:
-        body = markdown_to_html(index_md, base=out)
-        atomic_write_text(out / "index.html", html_page("gtvcvx report", body))
+        public = {"command": command, "environment": env, "selection_rule": rule, "memory": doc.get("memory"),
+                  "specs": [{key: r[key] for key in ("name", "path", "kind", "seed", "sizes", "reference", "rows",
+                                                     "measured", "files", "notes", "error", "seconds")}
+                            for r in specs]}
+        for record in public["specs"]:
+            record["rows"] = record["rows"] or []
+        atomic_write_text(out / "specs" / "report.json", json.dumps(public, indent=1) + "\n")
+    if "md" in formats or "html" in formats:
+        index_md = _index_markdown(reports, env, command=command, elapsed=float(doc.get("seconds") or 0.0),
+                                   memory=doc.get("memory"), rule=rule, root=out)
+        if "md" in formats:
+            atomic_write_text(out / "index.md", index_md)
+        if "html" in formats:
+            atomic_write_text(out / "index.html", html_page("gtvcvx report", markdown_to_html(index_md, base=out)))
+    return reports
+
+
+def render_report(out_dir, formats=FORMATS) -> list[SpecReport]:
+    """Re-render the pages of a report directory from its results file, without solving.
+
+    Parameters
+    ----------
+    out_dir : path
+        A directory written by :func:`build_report` (it holds ``specs/results.json``).
+    formats : sequence of str
+        Among :data:`FORMATS`; the pages and summaries to write again.
+
+    Returns
+    -------
+    list of SpecReport
+        The records read back.
+
+    Raises
+    ------
+    ValueError
+        No results file, or one that is not a gtvcvx report's.
+    """
+    formats = tuple(formats)
+    unknown = set(formats) - set(FORMATS)
+    if unknown:
+        raise ValueError(f"--format: unknown format(s) {sorted(unknown)}; expected some of {list(FORMATS)}")
+    out = Path(out_dir)
+    path = out / RESULTS_FILE
+    if not path.is_file():
+        raise ValueError(f"{path}: no results file (write the report first with `gtvcvx report ... --out {out}`)")
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: not readable as JSON ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("format") != RESULTS_FORMAT:
+        raise ValueError(f"{path}: expected a gtvcvx report results file (format {RESULTS_FORMAT!r})")
+    with _report_lock(out):
+        return _render(out, doc, formats)
