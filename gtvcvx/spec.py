@@ -42,10 +42,10 @@ Every error names the file, the key and what was expected.
 from __future__ import annotations
 
 import contextvars
-from contextlib import contextmanager
-
+import difflib
 import math
 import tomllib
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -146,6 +146,13 @@ class Table:
     def has(self, name: str) -> bool:
         return name in self.table
 
+    def missing(self, name: str, expected: str) -> SpecError:
+        """``name`` is absent: say what was expected and, for a near-miss key in the table, what was found."""
+        near = difflib.get_close_matches(name, [k for k in self.table if k not in self.used and isinstance(k, str)],
+                                         n=1, cutoff=0.6)
+        found = f" (found {near[0]!r}: a misspelling of {name!r}?)" if near else ""
+        return self.error(name, f"missing; expected {expected}{found}")
+
     def raw(self, name: str, default=None):
         self.used.add(name)
         return self.table.get(name, default)
@@ -153,7 +160,7 @@ class Table:
     def str(self, name: str, default=None, choices=None) -> str:
         value = self.raw(name, default)
         if value is None:
-            raise self.error(name, "missing; expected a string" + (f" in {sorted(choices)}" if choices else ""))
+            raise self.missing(name, "a string" + (f" in {sorted(choices)}" if choices else ""))
         if not isinstance(value, str):
             raise self.error(name, f"expected a string, got {value!r}")
         if choices is not None and value not in choices:
@@ -164,7 +171,7 @@ class Table:
         value = self.raw(name, default)
         kind = "an integer" if integer else "a number"
         if value is None:
-            raise self.error(name, f"missing; expected {kind}")
+            raise self.missing(name, kind)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
             raise self.error(name, f"expected {kind}, got {value!r}")
         if not math.isfinite(value):
@@ -178,7 +185,7 @@ class Table:
     def int_list(self, name: str, default=None, *, minimum=1) -> list[int]:
         value = self.raw(name, default)
         if value is None:
-            raise self.error(name, "missing; expected a list of integers")
+            raise self.missing(name, "a list of integers")
         if isinstance(value, int) and not isinstance(value, bool):
             value = [value]
         if (not isinstance(value, list) or not value
@@ -208,7 +215,10 @@ class Table:
         unknown = set(self.table) - self.used - set(allowed_extra)
         if unknown:
             name = sorted(unknown)[0]
-            raise self.error(name, f"unknown key; expected one of {sorted(self.used | set(allowed_extra))}")
+            valid = sorted(self.used | set(allowed_extra))
+            near = difflib.get_close_matches(str(name), valid, n=1, cutoff=0.6)
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            raise self.error(name, f"unknown key; {hint}expected one of {valid}")
 
 
 # ---------------------------------------------------------------------------------------
@@ -321,7 +331,9 @@ def read_sections(path: Path, doc: dict, required: tuple[str, ...], table=None):
     seed = top.number("seed", 0, minimum=0, integer=True)
     for section in required:
         if section not in doc:
-            raise SpecError(path, section, "missing table")
+            near = difflib.get_close_matches(section, [k for k in doc if isinstance(k, str)], n=1, cutoff=0.6)
+            raise SpecError(path, section, "missing table" + (f" (found [{near[0]}]: a misspelling of "
+                                                             f"[{section}]?)" if near else ""))
     tables = {section: table(path, section, top.raw(section)) for section in required}
     for section in ("solve", "check"):
         tables[section] = table(path, section, top.raw(section, {}))
@@ -344,8 +356,9 @@ def read_component(table: Table, key: str) -> tuple[str, dict]:
         if not isinstance(name, str):
             raise table.error(key, f"an inline table needs a string 'name', got {value!r}")
         return name, params
-    raise table.error(key, "missing; expected a name or an inline table {name = ..., <param> = ...}"
-                      if value is None else f"expected a name or an inline table, got {value!r}")
+    if value is None:
+        raise table.missing(key, "a name or an inline table {name = ..., <param> = ...}")
+    raise table.error(key, f"expected a name or an inline table, got {value!r}")
 
 
 def read_solve_options(solve_t: Table, methods: tuple[str, ...] | None = None) -> dict[str, Any]:

@@ -60,7 +60,10 @@ def test_specs_are_reproducible(tmp_path):
 
 
 @pytest.mark.parametrize("edit, message", [
-    (("[problem]", "[problemz]"), r"problem: missing table"),
+    (("[problem]", "[problemz]"), r"problem: missing table \(found \[problemz\]: a misspelling of \[problem\]\?\)"),
+    (("lam = 0.1", "lamda = 0.1"), r"problem.lam: missing; expected a number \(found 'lamda': a misspelling of 'lam'\?\)"),
+    (('penalty = "norm2"', 'penalti = "norm2"'), r"problem.penalty: missing; .*\(found 'penalti'"),
+    (("p_out = 0.1", "p_out = 0.1\np_outt = 3"), r"graph.p_outt: unknown key; did you mean 'p_out'\? expected one of"),
     (("p_in = 0.5", "p_in = 1.5"), r"graph.p_in: expected a number <= 1, got 1.5"),
     (("p_in = 0.5", 'p_in = "high"'), r"graph.p_in: expected a number, got 'high'"),
     (("p_out = 0.1", "p_out = 0.1\npout = 3"), r"graph.pout: unknown key"),
