@@ -28,8 +28,9 @@ def run_solver(problem: GTVProblem, solver: str = "fast", *, tol: float | None =
     solver : str
         ``"fast"`` (the gtvcvx primal-dual core) or a CVXPY backend (``"CLARABEL"``, ``"SCS"``).
     tol, max_iter, time_limit
-        Stopping rules; for CVXPY backends ``max_iter`` / ``time_limit`` are translated and
-        ``tol`` is ignored (backend tolerances go in ``backend_options``).
+        Stopping rules; for CVXPY backends they are translated to the backend's own options
+        (``tol``: CLARABEL's gap and feasibility tolerances, SCS's ``eps_abs`` / ``eps_rel``) or
+        refused with a ValueError when the backend has no such option.
     backend_options : dict, optional
         ``{"CLARABEL": {...}, "SCS": {...}}`` options per backend.
     """
@@ -45,6 +46,8 @@ def run_solver(problem: GTVProblem, solver: str = "fast", *, tol: float | None =
     from .reference import solve_primal
 
     opts = dict((backend_options or {}).get(solver, {}))
+    if tol is not None:
+        opts.setdefault("tol", tol)
     if max_iter is not None:
         opts.setdefault("max_iter", max_iter)
     if time_limit is not None:

@@ -141,3 +141,20 @@ def test_constant_objective_still_returns_W():
     problem = g.GTVProblem(g.Graph.from_edges(2, []), loss, g.Norm2(), 0.0)
     result = solve_primal(problem, "CLARABEL")
     assert result.status == "optimal" and result.W.shape == (2, 1) and result.primal == 0.0
+
+
+def test_tol_is_mapped_to_each_backend_never_dropped():
+    from gtvcvx.reference.backend import _options
+    from gtvcvx.runner import run_solver
+
+    assert _options("SCS", {"tol": 1e-3}) == {"eps_abs": 1e-3, "eps_rel": 1e-3, "max_iters": 200_000}
+    assert _options("CLARABEL", {"tol": 1e-5}) == {"tol_gap_abs": 1e-5, "tol_gap_rel": 1e-5, "tol_feas": 1e-5}
+    with pytest.raises(ValueError, match="option 'tol' is not supported for backend HIGHS"):
+        _options("HIGHS", {"tol": 1e-5})
+    problem = make_problem("squared_error", "norm2", seed=3)
+    loose, tight = run_solver(problem, "SCS", tol=1e-2), run_solver(problem, "SCS", tol=1e-9)
+    assert loose.status == tight.status == "optimal"
+    assert loose.iterations < tight.iterations  # the tolerance reached SCS
+    from gtvcvx.testing import certify
+
+    assert certify(problem, tight.W).rel_gap <= 1e-7 < certify(problem, loose.W).rel_gap

@@ -16,7 +16,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("spec", help="TOML problem spec")
     parser.add_argument("--solver", default=None,
                         help="'fast' (default, or the spec's [solve] solver) or a CVXPY backend: CLARABEL, SCS")
-    parser.add_argument("--tol", type=float, default=None, help="relative gap tolerance of the fast core")
+    parser.add_argument("--tol", type=float, default=None, help="tolerance: the fast core's relative gap; mapped to CLARABEL's gap/feasibility and SCS's eps_abs/eps_rel tolerances")
     parser.add_argument("--max-iter", type=int, default=None, help="iteration limit")
     parser.add_argument("--time-limit", type=float, default=None, help="time limit in seconds")
     parser.add_argument("--save", metavar="FILE.npz", default=None, help="save W, U and the certificate")

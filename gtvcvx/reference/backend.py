@@ -21,11 +21,17 @@ DEFAULT_OPTIONS = {
     "SCS": {"eps_abs": 1e-7, "eps_rel": 1e-7, "max_iters": 200_000},
 }
 
-#: Generic option names translated per backend.
+#: Generic option names translated per backend (a tuple sets several native options to the value;
+#: None: the backend has no such option and the generic one is refused).
 _GENERIC = {
     "max_iter": {"CLARABEL": "max_iter", "SCS": "max_iters", "ECOS": "max_iters", "MOSEK": None},
     "time_limit": {"CLARABEL": "time_limit", "SCS": "time_limit_secs", "ECOS": None, "MOSEK": None},
+    # a relative tolerance: duality gap and feasibility (CLARABEL), primal/dual residuals (SCS)
+    "tol": {"CLARABEL": ("tol_gap_abs", "tol_gap_rel", "tol_feas"), "SCS": ("eps_abs", "eps_rel"),
+            "ECOS": ("abstol", "reltol", "feastol")},
 }
+#: Generic options that are refused (rather than passed on verbatim) for a backend not listed above.
+_MAPPED_ONLY = ("tol",)
 
 
 @dataclass
@@ -75,10 +81,12 @@ def _options(solver: str, opts: dict) -> dict:
     merged = dict(DEFAULT_OPTIONS.get(solver, {}))
     for key, value in opts.items():
         if key in _GENERIC:
-            native = _GENERIC[key].get(solver, key)
+            native = _GENERIC[key].get(solver, None if key in _MAPPED_ONLY else key)
             if native is None:
-                raise ValueError(f"option {key!r} is not supported for backend {solver}")
-            merged[native] = value
+                raise ValueError(f"option {key!r} is not supported for backend {solver}"
+                                 + (" (pass its native tolerances in backend options)" if key == "tol" else ""))
+            for name in (native,) if isinstance(native, str) else native:
+                merged[name] = value
         else:
             merged[key] = value
     return merged

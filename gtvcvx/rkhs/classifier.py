@@ -28,17 +28,23 @@ class ConvergenceWarning(UserWarning):
     """A solve stopped at a limit before its certified gap reached the tolerance."""
 
 
-def solve_problem(problem: RKHSProblem, solver: str = "fast", *, method: str = "ssnal", tol: float = 1e-6,
+def solve_problem(problem: RKHSProblem, solver: str = "fast", *, method: str = "ssnal", tol: float | None = None,
                   max_iter=None, time_limit=None, lam0=None, critical_tol: float = DEFAULT_CRITICAL_TOL,
                   solver_options: dict | None = None, statement: str = "dual") -> RKHSResult:
-    """Solve an :class:`RKHSProblem` with the fast core or a CVXPY backend (dual statement by default)."""
+    """Solve an :class:`RKHSProblem` with the fast core or a CVXPY backend (dual statement by default).
+
+    ``tol`` is the fast core's relative gap (default 1e-6); for a CVXPY backend, when given, it is
+    mapped to the backend's own tolerances (see :func:`gtvcvx.runner.run_solver`).
+    """
     solver = _normalize_solver(solver)
     opts = dict(solver_options or {})
     if solver == "fast":
-        return solve_dual(problem, method=method, tol=tol, max_iter=max_iter, time_limit=time_limit, lam0=lam0,
-                          critical_tol=critical_tol, **opts)
+        return solve_dual(problem, method=method, tol=1e-6 if tol is None else tol, max_iter=max_iter,
+                          time_limit=time_limit, lam0=lam0, critical_tol=critical_tol, **opts)
     from .reference import solve_rkhs_dual, solve_rkhs_primal
 
+    if tol is not None:
+        opts.setdefault("tol", tol)
     if max_iter is not None:
         opts.setdefault("max_iter", max_iter)
     if time_limit is not None:

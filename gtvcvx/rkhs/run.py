@@ -16,7 +16,7 @@ def prediction_coefficients(result: RKHSResult) -> np.ndarray | None:
     return result.alpha_envelope if result.alpha_envelope is not None else result.alpha
 
 
-def run_rkhs_spec(spec: RKHSSpec, solver: str = "fast") -> RKHSResult:
+def run_rkhs_spec(spec: RKHSSpec, solver: str = "fast", *, tol: float | None = None) -> RKHSResult:
     """Solve an rkhs spec and evaluate its test accuracy.
 
     Parameters
@@ -25,6 +25,9 @@ def run_rkhs_spec(spec: RKHSSpec, solver: str = "fast") -> RKHSResult:
     solver : str
         ``"fast"`` or a CVXPY backend (``"CLARABEL"``, ``"SCS"``); the fast core uses the
         spec's ``[solve] method``; CVXPY backends get ``[solve.<BACKEND>]`` options.
+    tol : float, optional
+        Tolerance for this run, whatever the solver (mapped to a backend's own tolerances); by
+        default the spec's ``[solve] tol`` for the fast core and the backend's defaults otherwise.
 
     Returns
     -------
@@ -37,7 +40,9 @@ def run_rkhs_spec(spec: RKHSSpec, solver: str = "fast") -> RKHSResult:
     solver = _normalize_solver(solver)
     opts = spec.solve_options
     backend = dict(opts.get("backend_options", {}).get(solver, {})) if solver != "fast" else None
-    result = solve_problem(spec.problem, solver, method=opts.get("method", "ssnal"), tol=opts.get("tol", 1e-6),
+    if tol is None and solver == "fast":
+        tol = opts.get("tol", 1e-6)
+    result = solve_problem(spec.problem, solver, method=opts.get("method", "ssnal"), tol=tol,
                            max_iter=opts.get("max_iter"), time_limit=opts.get("time_limit"),
                            solver_options=backend)
     coef = prediction_coefficients(result)

@@ -31,10 +31,10 @@ class RKHSTask(ProblemTask):
         return load_rkhs_spec(path, doc)
 
     def solve(self, spec, solver: str = "fast", **options):
-        overrides = {k: options[k] for k in ("tol", "max_iter", "time_limit") if k in options}
+        overrides = {k: options[k] for k in ("max_iter", "time_limit") if k in options}
         if overrides:
             spec = dataclasses.replace(spec, solve_options={**spec.solve_options, **overrides})
-        return run_rkhs_spec(spec, solver)
+        return run_rkhs_spec(spec, solver, tol=options.get("tol"))
 
     def measure(self, spec, result, *, from_primal: bool = False):
         row = dict(result.to_row())
