@@ -148,3 +148,33 @@ def test_compare_problem_without_spec_uses_default_options():
     table = compare(problem, ("fast", "CLARABEL"), memory=None)
     assert (table["status"] == "optimal").all()
     assert not any(c.startswith("peak_") for c in table.columns)
+
+
+def test_progress_heartbeat_substeps_and_estimate():
+    """A long step is never silent: heartbeat lines with the substep position, time in the step and an ETA."""
+    import io
+    import time
+
+    from gtvcvx.progress import Progress, substep
+
+    now = [0.0]
+    stream = io.StringIO()
+    bar = Progress(4, stream=stream, interactive=False, heartbeat=0.02, clock=lambda: now[0])
+    with bar:
+        bar.start("spec_a: fast")
+        now[0] = 10.0
+        bar.advance()
+        bar.start("study: experiment")
+        substep("lam", 3, 12)  # routed to the bar of the enclosing `with`
+        now[0] = 45.0
+        deadline = time.monotonic() + 10.0  # the heartbeat prints while the step runs
+        while "in this step" not in stream.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        bar.advance()
+    substep("ignored", 1, 2)  # outside a run: no-op
+    lines = stream.getvalue().splitlines()
+    beats = [line for line in lines if "study: experiment (lam 3/12)" in line and "in this step" in line]
+    assert beats, lines
+    assert "[35.0s in this step]" in beats[0]  # clock 45 - step start 10
+    assert "~2m15s left" in beats[0]  # 45 s for the 1 finished step of 4: 3 more at 45 s
+    assert lines[-1].endswith("done in 45.0s") and "ignored" not in stream.getvalue()

@@ -55,6 +55,7 @@ import numpy as np
 import pandas as pd
 
 from ..io import atomic_savefig, atomic_write_text
+from ..progress import substep
 from ..render.tables import markdown_table
 from ..recovery import exact_recovery_conditions, reduced_cluster_problem, solution_clusters
 from . import ExperimentOutput
@@ -528,6 +529,7 @@ def sbm_k_clusters(params: dict, out_dir: Path, *, quick: bool = False) -> Exper
     rngs = _seeds(p["seed"], 3 * len(ks))
     rows = []
     for idx, k in enumerate(ks):
+        substep("k", idx + 1, len(ks))
         n = int(p["n_nodes"])
         sizes = [n // k + (1 if c < n % k else 0) for c in range(k)]
         graph, labels = sbm(sizes, p["p_in"], p["p_out"], seed=rngs[3 * idx])
@@ -659,6 +661,7 @@ def chain_sweep(params: dict, out_dir: Path, *, quick: bool = False) -> Experime
     worst_gap = 0.0
     for si, (family, value, sigma, rho) in enumerate(settings):
         for rep in range(reps):
+            substep("setting x repetition", si * reps + rep + 1, len(settings) * reps)
             X, y, W_true = _chain_data(p, rho, sigma, rngs[si * reps + rep])
             loss = SquaredError(X, y, d=int(p["d"]))
             for eps in eps_grid:
@@ -875,7 +878,8 @@ def lam_guidance(params: dict, out_dir: Path, *, quick: bool = False) -> Experim
     k = int(labels.max()) + 1
     rows = []
     prev = None
-    for lam in lams:  # warm-started sweep
+    for index, lam in enumerate(lams):  # warm-started sweep
+        substep("lam", index + 1, len(lams))
         problem = problem0.with_lam(lam)
         res, secs = _solve(problem, float(p["tol"]), warm_start=prev)
         prev = res
@@ -1086,7 +1090,8 @@ def digits_study(params: dict, out_dir: Path, *, quick: bool = False) -> Experim
     cross = int((labels[graph.edges[:, 0]] != labels[graph.edges[:, 1]]).sum())
     rows = []
     prev = None
-    for lam in sorted(float(x) for x in p["lams"]):
+    for index, lam in enumerate(sorted(float(x) for x in p["lams"])):
+        substep("lam", index + 1, len(p["lams"]))
         problem = GTVProblem(graph, loss, Norm2(), lam)
         res, secs = _solve(problem, float(p["tol"]), warm_start=prev, time_limit=float(p["time_limit"]))
         prev = res

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ..io import atomic_savefig
+from ..progress import substep
 from . import ExperimentOutput
 
 __all__ = ["EXPERIMENTS", "federated_ellipses", "breast_cancer_experiment", "paper", "main"]
@@ -113,7 +114,8 @@ def federated_ellipses(params: dict, out_dir: Path, *, quick: bool = False) -> E
     for rep, ss in enumerate(seeds):
         test_seed, *size_seeds = ss.spawn(1 + len(p["sizes"]))
         test = rdata.ellipses(p["n_test"], noise=p["noise"], box=box, seed=np.random.default_rng(test_seed))
-        for n, s in zip(p["sizes"], size_seeds):
+        for index, (n, s) in enumerate(zip(p["sizes"], size_seeds)):
+            substep("repetition x size", rep * len(p["sizes"]) + index + 1, len(seeds) * len(p["sizes"]))
             data = rdata.ellipse_agents(n, n_agents_layout=p["layout"], overlap=p["overlap"], noise=p["noise"],
                                         box=box, seed=np.random.default_rng(s))
             agents = [(data.X[data.agent == a], data.y[data.agent == a]) for a in range(n_agents)]
@@ -265,6 +267,7 @@ def breast_cancer_experiment(params: dict, out_dir: Path, *, quick: bool = False
     seeds = np.random.SeedSequence(p["seed"]).spawn(p["repetitions"])
     D = None
     for rep, ss in enumerate(seeds):
+        substep("breast-cancer repetition", rep + 1, len(seeds))
         split_seed, agent_seed, dict_seed = ss.spawn(3)
         train, test = rdata.breast_cancer(seed=np.random.default_rng(split_seed), test_fraction=p["test_fraction"])
         d = train.X.shape[1]
