@@ -151,3 +151,7 @@ def test_render_refuses_a_directory_without_results_and_unsafe_records(tmp_path,
     assert main(["render", str(tmp_path)]) == 2
     assert "unsafe folder name '../../escape'" in capsys.readouterr().err
     assert not (tmp_path.parent / "escape").exists()
+    (tmp_path / "specs/results.json").write_text(json.dumps({"format": "gtvcvx-report-results/1", "specs": [
+        {"name": "x", "slug": "x", "path": "x.toml", "kind": "gtv", "measured": [1, 2]}]}))
+    assert main(["render", str(tmp_path)]) == 2  # a clear error, not a traceback
+    assert "specs[0]: not a spec record" in capsys.readouterr().err

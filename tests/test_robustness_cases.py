@@ -191,7 +191,7 @@ def test_spec_huge_declared_sizes_are_refused_before_allocating(tmp_path, edit, 
 def test_spec_unknown_solve_key_lists_the_known_ones(tmp_path):
     path = tmp_path / "spec.toml"
     path.write_text(GEN_SPEC + "[solve]\ntoll = 1e-6\n")
-    with pytest.raises(SpecError, match=r"solve.toll: unknown key; expected one of \['max_iter', 'solver', "
+    with pytest.raises(SpecError, match=r"solve.toll: unknown key; did you mean 'tol'\? expected one of \['max_iter', 'solver', "
                                         r"'time_limit', 'tol'\]"):
         load_spec(path)
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import sys
 
+from .report import _split
+
 NAME = "render"
 HELP = "re-render a report directory's pages from its results file (no solving)"
 
@@ -22,7 +24,6 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     from ..report import FORMATS, render_report
-    from .report import _split
 
     formats = _split(args.formats) or list(FORMATS)
     reports = render_report(args.out, formats)

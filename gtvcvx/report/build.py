@@ -447,9 +447,15 @@ def _render(out: Path, doc: dict, formats) -> list[SpecReport]:
     specs = doc.get("specs")
     if not isinstance(specs, list):
         raise ValueError(f"{out / RESULTS_FILE}: 'specs' must be a list")
-    reports = [_report_from_record(r, f"{out / RESULTS_FILE}: specs[{i}]") for i, r in enumerate(specs)]
+    reports = []
+    for i, record in enumerate(specs):
+        where = f"{out / RESULTS_FILE}: specs[{i}]"
+        try:
+            reports.append(_report_from_record(record, where))
+        except (TypeError, AttributeError, KeyError) as exc:  # a hand-edited or foreign file
+            raise ValueError(f"{where}: not a spec record ({type(exc).__name__}: {exc})") from None
     for rep in reports:
-        if not re.fullmatch(r"[A-Za-z0-9_.-]+", rep.slug) or rep.slug.startswith("."):
+        if not isinstance(rep.slug, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", rep.slug) or rep.slug.startswith("."):
             raise ValueError(f"{out / RESULTS_FILE}: spec {rep.name!r} has an unsafe folder name {rep.slug!r}")
     env = dict(doc.get("environment") or {})
     command, rule = str(doc.get("command", "")), str(doc.get("selection_rule", ""))
@@ -461,8 +467,8 @@ def _render(out: Path, doc: dict, formats) -> list[SpecReport]:
         atomic_write_text(out / "specs" / "summary.csv", summary.to_csv(index=False, float_format="%.17g"))
     if "json" in formats:
         public = {"command": command, "environment": env, "selection_rule": rule, "memory": doc.get("memory"),
-                  "specs": [{key: r[key] for key in ("name", "path", "kind", "seed", "sizes", "reference", "rows",
-                                                     "measured", "files", "notes", "error", "seconds")}
+                  "specs": [{key: r.get(key) for key in ("name", "path", "kind", "seed", "sizes", "reference", "rows",
+                                                         "measured", "files", "notes", "error", "seconds")}
                             for r in specs]}
         for record in public["specs"]:
             record["rows"] = record["rows"] or []
