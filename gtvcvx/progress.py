@@ -103,6 +103,7 @@ class Progress:
         self._last_len = 0
         self.heartbeat = heartbeat
         self.closed = False
+        self._last_write = time.monotonic()
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._thread = None
@@ -146,18 +147,15 @@ class Progress:
             else:
                 self.stream.write(line + "\n")
             self.stream.flush()
+            self._last_write = time.monotonic()
 
     def _beat(self) -> None:
-        """Heartbeat thread: redraw, or print a line in logs, while a step runs."""
-        last_line = self.clock()
+        """Heartbeat thread: redraw, or in logs print a line when none was written for two beats."""
         while not self._stop.wait(self.heartbeat):
             if not self.label or self.closed:
                 continue
-            if self.interactive:
+            if self.interactive or time.monotonic() - self._last_write >= 2 * self.heartbeat - 1e-9:
                 self._draw()
-            elif self.clock() - last_line >= 2 * self.heartbeat - 1e-9:  # logs: every other beat
-                self._draw()
-                last_line = self.clock()
 
     def _start_heartbeat(self) -> None:
         if self.enabled and self.heartbeat and self._thread is None:
