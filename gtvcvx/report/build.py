@@ -24,6 +24,7 @@ report can be re-rendered (another format, a renderer fix) without solving again
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 import os
 import shutil
@@ -430,8 +431,10 @@ def _report_from_record(record: dict, where: str) -> SpecReport:
         rep = SpecReport(**{key: record[key] for key in _RECORD_FIELDS if key in record})
     except TypeError as exc:
         raise ValueError(f"{where}: {exc}") from None
-    rep.name = sanitize_markdown(str(rep.name))  # a results file may come from someone else
-    rep.description = sanitize_markdown(str(rep.description))
+    # a results file may come from someone else: sanitize again (unescaping first keeps our own
+    # already-sanitized text unchanged: sanitize(unescape(sanitize(x))) == sanitize(x))
+    rep.name = sanitize_markdown(html.unescape(str(rep.name)))
+    rep.description = sanitize_markdown(html.unescape(str(rep.description)))
     rep.seed = record.get("seed")
     rep.sizes = dict(record.get("sizes") or {})
     rep.elapsed = float(record.get("seconds") or 0.0)
