@@ -236,17 +236,14 @@ def check_positive_int(x, name: str, *, minimum: int = 1, allow_none: bool = Fal
     return int(x)
 
 
-def check_positive_number(x, name: str, *, allow_none: bool = False, finite: bool = True) -> float | None:
-    """Return ``x`` as a float > 0 (finite unless ``finite=False``) or raise a ValueError naming ``name``.
+def check_positive_number(x, name: str, *, allow_none: bool = False) -> float | None:
+    """Return ``x`` as a finite float > 0 or raise a ValueError naming ``name``.
 
     Any real number type is accepted (``int``, ``float``, numpy scalars); ``bool`` and strings are not.
     """
     if x is None and allow_none:
         return None
-    ok = not isinstance(x, bool) and isinstance(x, numbers.Real) and float(x) > 0
-    if ok and finite:
-        ok = math.isfinite(float(x))
-    if not ok:
+    if isinstance(x, bool) or not isinstance(x, numbers.Real) or not (math.isfinite(float(x)) and float(x) > 0):
         raise ValueError(f"{name} must be a positive number{' or None' if allow_none else ''}, got {x!r}")
     return float(x)
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from .._validation import check_positive_number
+from .._validation import check_positive_int, check_positive_number
 from ..problem import GTVProblem
 from ..results import GTVResult
 from ._flows import component_means
@@ -201,8 +201,7 @@ def clustering_path(points, lams=None, *, n_lams: int = 40, lam_min_ratio=None, 
     t0 = time.perf_counter()
     solver = _check_solver(solver)
     tol = check_positive_number(tol, "tol")
-    if isinstance(n_lams, bool) or not isinstance(n_lams, numbers.Integral) or n_lams < 2:
-        raise ValueError(f"n_lams must be an integer >= 2, got {n_lams!r}")
+    n_lams = check_positive_int(n_lams, "n_lams", minimum=2)
     if lam_min_ratio is not None and (isinstance(lam_min_ratio, bool) or not isinstance(lam_min_ratio, numbers.Real)
                                       or not 0 < lam_min_ratio < 1):
         raise ValueError(f"lam_min_ratio must be in (0, 1), got {lam_min_ratio!r}")

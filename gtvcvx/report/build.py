@@ -257,6 +257,14 @@ SELECTION_RULE = ("the fast core always runs; a CVXPY reference (CLARABEL, SCS) 
                   "{time_limit:g} s unless the spec sets one.")
 
 
+def _check_formats(formats) -> tuple:
+    formats = tuple(formats)
+    unknown = set(formats) - set(FORMATS)
+    if unknown:
+        raise ValueError(f"--format: unknown format(s) {sorted(unknown)}; expected some of {list(FORMATS)}")
+    return formats
+
+
 def build_report(paths, out_dir, *, solvers=None, formats=FORMATS, progress=None, quick: bool = False,
                  time_limit: float | None = None, size_limits: dict | None = None, memory: str | None = "rss",
                  command: str | None = None) -> list[SpecReport]:
@@ -293,10 +301,7 @@ def build_report(paths, out_dir, *, solvers=None, formats=FORMATS, progress=None
     SpecError
         A spec is malformed (raised before anything runs).
     """
-    formats = tuple(formats)
-    unknown = set(formats) - set(FORMATS)
-    if unknown:
-        raise ValueError(f"--format: unknown format(s) {sorted(unknown)}; expected some of {list(FORMATS)}")
+    formats = _check_formats(formats)
     out = Path(out_dir)
     spec_paths = find_specs(paths)
     if not spec_paths:
@@ -427,10 +432,7 @@ def _number(value):
 def _report_from_record(record: dict, where: str) -> SpecReport:
     if not isinstance(record, dict):
         raise ValueError(f"{where}: expected an object per spec")
-    try:
-        rep = SpecReport(**{key: record[key] for key in _RECORD_FIELDS if key in record})
-    except TypeError as exc:
-        raise ValueError(f"{where}: {exc}") from None
+    rep = SpecReport(**{key: record[key] for key in _RECORD_FIELDS if key in record})  # _render reports a TypeError
     # a results file may come from someone else: sanitize again (unescaping first keeps our own
     # already-sanitized text unchanged: sanitize(unescape(sanitize(x))) == sanitize(x))
     rep.name = sanitize_markdown(html.unescape(str(rep.name)))
@@ -506,10 +508,7 @@ def render_report(out_dir, formats=FORMATS) -> list[SpecReport]:
     ValueError
         No results file, or one that is not a gtvcvx report's.
     """
-    formats = tuple(formats)
-    unknown = set(formats) - set(FORMATS)
-    if unknown:
-        raise ValueError(f"--format: unknown format(s) {sorted(unknown)}; expected some of {list(FORMATS)}")
+    formats = _check_formats(formats)
     out = Path(out_dir)
     path = out / RESULTS_FILE
     if not path.is_file():

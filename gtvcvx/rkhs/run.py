@@ -41,7 +41,7 @@ def run_rkhs_spec(spec: RKHSSpec, solver: str = "fast", *, tol: float | None = N
     opts = spec.solve_options
     backend = dict(opts.get("backend_options", {}).get(solver, {})) if solver != "fast" else None
     if tol is None and solver == "fast":
-        tol = opts.get("tol", 1e-6)
+        tol = opts.get("tol")  # None: solve_problem's default
     result = solve_problem(spec.problem, solver, method=opts.get("method", "ssnal"), tol=tol,
                            max_iter=opts.get("max_iter"), time_limit=opts.get("time_limit"),
                            solver_options=backend)
