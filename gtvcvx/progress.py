@@ -16,15 +16,16 @@ import contextvars
 import sys
 import threading
 import time
-from contextlib import contextmanager
 
-__all__ = ["Progress", "substep", "reporting_to"]
+__all__ = ["Progress", "substep"]
 
 _CURRENT: contextvars.ContextVar = contextvars.ContextVar("gtvcvx_progress", default=None)
 
 
 def substep(label: str, done: int | None = None, total: int | None = None) -> None:
     """Report the position inside the current step (e.g. ``substep("lam", 3, 12)``); a no-op outside a run.
+
+    The step's bar is the :class:`Progress` entered with ``with`` around the work.
 
     Parameters
     ----------
@@ -36,16 +37,6 @@ def substep(label: str, done: int | None = None, total: int | None = None) -> No
     bar = _CURRENT.get()
     if bar is not None:
         bar.substep(label, done, total)
-
-
-@contextmanager
-def reporting_to(bar):
-    """Route :func:`substep` calls made inside the block to ``bar`` (a :class:`Progress` or None)."""
-    token = _CURRENT.set(bar)
-    try:
-        yield bar
-    finally:
-        _CURRENT.reset(token)
 
 
 def _format_seconds(seconds: float) -> str:
