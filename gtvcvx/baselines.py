@@ -35,13 +35,13 @@ objective; squared-error fits are exact (SVD based least squares).
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.special import expit
 
 from ._linesearch import armijo_step
+from ._threads import single_threaded
 from .capabilities import CapabilityError, provides
 from .problem import GTVProblem
 
@@ -86,22 +86,6 @@ class BaselineResult:
 # ---------------------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------------------
-def _single_threaded(function):
-    """Run ``function`` with BLAS limited to one thread: threaded BLAS on a busy small machine
-    spends far more time synchronizing than computing on these small dense problems."""
-
-    @functools.wraps(function)
-    def wrapper(*args, **kwargs):
-        try:
-            from threadpoolctl import threadpool_limits
-        except ImportError:  # pragma: no cover - threadpoolctl is a dependency of scikit-learn
-            return function(*args, **kwargs)
-        with threadpool_limits(limits=1, user_api="blas"):
-            return function(*args, **kwargs)
-
-    return wrapper
-
-
 def _loss_of(problem):
     if not isinstance(problem, GTVProblem):
         raise TypeError(f"problem must be a gtvcvx.GTVProblem, got {type(problem).__name__}")
@@ -126,7 +110,7 @@ def _sample_weights(loss) -> np.ndarray:
     return 1.0 / loss.counts[loss.node_of_sample]
 
 
-@_single_threaded
+@single_threaded
 def fit_pooled(loss, nodes, ridge: float = 0.0, w0=None, *, max_iter: int = 100, tol: float = 1e-10):
     """Minimize ``sum_{i in nodes} L_i(w) + (ridge/2) ||w||^2`` over one shared model ``w``.
 
@@ -205,7 +189,7 @@ def _node_losses_for_models(loss, models) -> np.ndarray:
 # ---------------------------------------------------------------------------------------
 # baselines
 # ---------------------------------------------------------------------------------------
-@_single_threaded
+@single_threaded
 def local_only(problem: GTVProblem, ridge: float | None = None) -> BaselineResult:
     """Local models only: every node fits its own data (GTV with ``lam = 0``).
 
@@ -257,7 +241,7 @@ def local_only(problem: GTVProblem, ridge: float | None = None) -> BaselineResul
     return BaselineResult("local_only", W, None, loss.value(W), iterations, rho)
 
 
-@_single_threaded
+@single_threaded
 def fedavg(problem: GTVProblem, ridge: float | None = None) -> BaselineResult:
     """FedAvg's target: one model for all nodes, ``argmin_w sum_i L_i(w) + (rho/2) ||w||^2``.
 
@@ -287,7 +271,7 @@ def fedavg(problem: GTVProblem, ridge: float | None = None) -> BaselineResult:
                           {"converged": converged})
 
 
-@_single_threaded
+@single_threaded
 def oracle_fedavg(problem: GTVProblem, labels, ridge: float | None = None) -> BaselineResult:
     """Cluster-wise FedAvg with the true clusters (an oracle no federated method has).
 
@@ -326,7 +310,7 @@ def oracle_fedavg(problem: GTVProblem, labels, ridge: float | None = None) -> Ba
                           {"models": models, "converged": converged})
 
 
-@_single_threaded
+@single_threaded
 def ifca(problem: GTVProblem, k: int, n_restarts: int = 10, seed=None, *, max_rounds: int = 100,
          init: str = "nodes", refit: str = "exact", lr: float = 0.1, ridge: float | None = None,
          use_graph_for_empty: bool = True) -> BaselineResult:

@@ -8,6 +8,7 @@ import pytest
 
 from gtvcvx.cli import main
 from gtvcvx import load_spec
+from gtvcvx.experiments import SCALES
 from gtvcvx.spec import find_specs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,7 +23,7 @@ def stub_experiments(monkeypatch):
 
     names = list(experiments.registry())
 
-    def stub(params, out_dir, *, quick=False):
+    def stub(params, out_dir, *, scale="default"):
         import matplotlib
 
         matplotlib.use("Agg")
@@ -35,7 +36,7 @@ def stub_experiments(monkeypatch):
         plt.close(fig)
         return ExperimentOutput(title="Stub study", markdown="### Stub\n\n![stub](stub.png)\n",
                                 tables={"sweep": pd.DataFrame({"k": [1, 2], "ari": [0.5, 0.9]})},
-                                figures=[Path(out_dir) / "stub.png"], measured={"value": 1.0, "quick": float(quick)})
+                                figures=[Path(out_dir) / "stub.png"], measured={"value": 1.0, "scale": SCALES.index(scale)})
 
     monkeypatch.setattr(experiments, "registry", lambda: {name: stub for name in names})
 
@@ -62,7 +63,7 @@ def test_report_on_all_problems_from_scratch(tmp_path, capsys, monkeypatch):
         if spec.kind == "experiment":
             for name in ("experiment.md", "sweep.csv", "measured.json"):
                 assert (spec_dir / name).is_file(), name
-            assert entry["measured"] == {"value": 1.0, "quick": 0.0}
+            assert entry["measured"] == {"value": 1.0, "scale": SCALES.index("default")}
             # figures go next to the experiment's own page when the spec names one (paper.md -> paper/)
             figure_dir = Path(spec.output).with_suffix("").as_posix() if spec.output else f"specs/{spec.name}"
             assert (out / figure_dir / "stub.png").is_file()
@@ -80,6 +81,34 @@ def test_report_on_all_problems_from_scratch(tmp_path, capsys, monkeypatch):
             assert "reference limit" in row["message"]
     assert html.count("data:image/png;base64,") >= 3 and "<table>" in html
     assert "## Environment" in index and "Solver selection:" in index
+
+
+@pytest.mark.parametrize("flags, scale", [([], "default"), (["--quick"], "quick"), (["--full"], "full")])
+def test_report_runs_experiments_at_the_requested_scale_and_records_it(tmp_path, capsys, monkeypatch, flags, scale):
+    stub_experiments(monkeypatch)
+    out = tmp_path / "o"
+    assert main(["report", str(ROOT / "problems/paper/study_3_chain.toml"), "--out", str(out), "--quiet",
+                 *flags]) == 0
+    doc = json.loads((out / "specs/results.json").read_text())
+    assert doc["scale"] == scale and doc["specs"][0]["measured"]["scale"] == SCALES.index(scale)
+    assert all(flag in doc["command"] for flag in flags)
+    assert f"Experiment specs ran at scale `{scale}`" in (out / "index.md").read_text()
+    with pytest.raises(SystemExit) as info:  # one scale per run
+        main(["report", str(QUICK), "--out", str(out), "--quick", "--full"])
+    assert info.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
+
+
+def test_scaled_params_order_protocol_then_scale_then_spec():
+    from gtvcvx.experiments import scaled_params
+
+    protocol, shrink = {"reps": 5, "sizes": [1, 2, 3], "seed": 0}, {"reps": 2}
+    assert scaled_params(protocol, shrink, None, "full", context="x") == protocol
+    assert scaled_params(protocol, shrink, {}, "default", context="x")["reps"] == 2
+    assert scaled_params(protocol, shrink, {"reps": 7}, "default", context="x")["reps"] == 7  # the spec wins
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['rep'\] for x; expected some of"):
+        scaled_params(protocol, shrink, {"rep": 1}, "full", context="x")
+    with pytest.raises(ValueError, match="scale must be one of 'quick', 'default', 'full', got 'huge'"):
+        scaled_params(protocol, shrink, {}, "huge", context="x")
 
 
 def test_report_usage_errors_exit_2(tmp_path, capsys):

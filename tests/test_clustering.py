@@ -321,7 +321,7 @@ def test_experiment_quick(tmp_path):
 
     spec = load_spec(ROOT / "problems" / "clustering" / "iris_wine.toml")
     assert spec.kind == "experiment" and spec.experiment == "clustering_real_data"
-    out = get_experiment(spec.experiment)({**spec.params, "datasets": ["iris"]}, tmp_path, quick=True)
+    out = get_experiment(spec.experiment)({**spec.params, "datasets": ["iris"]}, tmp_path, scale="quick")
     assert 0.0 < out.measured["ari_iris"] <= 1.0 and out.measured["rel_gap"] <= 1e-5
     assert all(Path(f).is_file() for f in out.figures) and "clustering_path_iris" in out.tables
     assert "ARI" in out.markdown

@@ -24,7 +24,7 @@ def quick_runs(tmp_path_factory):
     runs = {}
     for spec_path in STUDY_SPECS:
         spec = load_spec(spec_path)
-        runs[spec.experiment] = (spec, registry()[spec.experiment](dict(spec.params), out, quick=True))
+        runs[spec.experiment] = (spec, registry()[spec.experiment](dict(spec.params), out, scale="quick"))
     return out, runs
 
 
@@ -35,7 +35,9 @@ def test_study_specs_are_registered_and_match_defaults():
         assert spec.kind == "experiment" and spec.experiment in paper.EXPERIMENTS
         # one source of parameters: the specs override nothing, so the summary's defaults are theirs
         assert spec.params == {}, spec_path.name
-        assert set(paper.QUICK[spec.experiment]) <= set(paper.DEFAULTS[spec.experiment])
+        for scale in ("quick", "default"):  # the smaller scales only change declared parameters
+            assert set(paper.SCALED[scale].get(spec.experiment, {})) <= set(paper.DEFAULTS[spec.experiment])
+    assert set(paper.SCALED) == {"quick", "default"} and paper.SCALED["default"], "the main job shrinks a study"
     summary = load_spec(SPEC_DIR / "summary.toml")
     assert summary.experiment == "paper_reproduction" and summary.output == "paper.md"
 
@@ -71,9 +73,9 @@ def test_summary_reuses_runs_with_the_same_parameters_and_checks_hold(quick_runs
     record = json.loads((out / "paper_sbm_table1.json").read_text())
     assert record["measured"] == runs["paper_sbm_table1"][1].measured and record["params"]["seed"] == 0
     # a run with other parameters must not leak into the summary (results never depend on call order)
-    other = paper.sbm_k_clusters({"seed": 7}, tmp_path / "other", quick=True)
+    other = paper.sbm_k_clusters({"seed": 7}, tmp_path / "other", scale="quick")
     spec = load_spec(SPEC_DIR / "summary.toml")
-    output = paper.paper_reproduction(dict(spec.params), tmp_path, quick=True)
+    output = paper.paper_reproduction(dict(spec.params), tmp_path, scale="quick")
     assert "run here:" not in output.markdown  # nothing re-run: every study was run with these parameters
     assert "Paper versus measured" in output.markdown
     assert set(_checked_names(spec)) <= set(output.measured)

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 QUICK = ROOT / "problems/quick"
 
 
-def toy_experiment(params, out_dir, *, quick=False):
+def toy_experiment(params, out_dir, *, scale="default"):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -29,7 +29,7 @@ def toy_experiment(params, out_dir, *, quick=False):
     table = pd.DataFrame({"k": [1, 2], "ari": [0.5, 0.9]})
     return ExperimentOutput(title="Toy experiment", markdown="### Result\n\n| k | ari |\n|---|---|\n| 1 | 0.5 |\n\n"
                             "![toy](toy.png)\n", tables={"sweep": table}, figures=[Path("toy.png")],
-                            measured={"best_ari": 0.9, "quick": float(quick)})
+                            measured={"best_ari": 0.9, "quick": float(scale == "quick")})
 
 
 @pytest.fixture
@@ -52,7 +52,7 @@ def test_report_writes_tables_figures_and_index(tmp_path, toy_registry):
     shutil.copy(QUICK / "chain_l1.toml", specs / "chain_l1.toml")
     write_experiment_spec(specs / "toy.toml")
     out = tmp_path / "out"
-    reports = build_report([specs], out, solvers=["fast"], quick=True)
+    reports = build_report([specs], out, solvers=["fast"], scale="quick")
     assert [r.kind for r in reports] == ["gtv", "experiment"] and not any(r.error for r in reports)
     chain = out / "specs/quick_chain_l1"
     for name in ("comparison.csv", "comparison.json", "convergence.png", "report.md"):
@@ -100,7 +100,7 @@ def test_report_rejects_bad_input_before_running(tmp_path):
 
 
 def test_a_crashing_experiment_is_reported_not_raised(tmp_path, monkeypatch):
-    def broken(params, out_dir, *, quick=False):
+    def broken(params, out_dir, *, scale="default"):
         raise RuntimeError("boom")
 
     monkeypatch.setattr(experiments, "registry", lambda: {"toy": broken})

@@ -155,7 +155,7 @@ def test_experiments_run_quick(tmp_path):
     from gtvcvx.experiments.rkhs import paper
 
     assert {"rkhs_federated_ellipses", "rkhs_breast_cancer", "rkhs_paper"} <= set(registry())
-    out = paper({}, tmp_path, quick=True)
+    out = paper({}, tmp_path, scale="quick")
     assert (tmp_path / "federated_ellipses.png").stat().st_size > 0
     assert out.measured["ellipses_max_rel_gap"] <= 1e-6
     assert out.measured["breast_cancer_max_rel_gap"] <= 1e-6
@@ -163,7 +163,7 @@ def test_experiments_run_quick(tmp_path):
     runs = out.tables["federated_ellipses_runs"]
     assert sorted(runs["n"].unique()) == [45, 90] and (runs["statuses"] == "optimal").all()
     assert "| N |" in out.markdown and "RBF SVM" in out.markdown
-    with pytest.raises(ValueError, match="unknown parameter"):
-        paper({"ellipses": {"sizes_": [9]}}, tmp_path, quick=True)
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \[.sizes_.\]"):
+        paper({"ellipses": {"sizes_": [9]}}, tmp_path, scale="quick")
     spec = load_spec(ROOT / "problems" / "rkhs" / "paper.toml")
     assert spec.experiment == "rkhs_paper" and spec.output == "rkhs.md"

@@ -15,8 +15,10 @@ import json
 import sys
 import tempfile
 import time
-from pathlib import Path
 import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from ._scale import add_scale_arguments, scale_of
 
 NAME = "check"
 HELP = "solve specs and compare them with the thresholds of their [check] tables (CI oracle; JUnit/JSON output)"
@@ -40,7 +42,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--json", default=None, metavar="FILE", help="write a JSON record here")
     parser.add_argument("--cache-dir", default=None, metavar="DIR",
                         help="cache reference solutions here (keyed by spec contents, gtvcvx version, solver)")
-    parser.add_argument("--quick", action="store_true", help="run experiment specs in their quick mode")
+    add_scale_arguments(parser)
     parser.add_argument("--quiet", action="store_true", help="print only failures and the summary")
 
 
@@ -104,8 +106,8 @@ def _run(args) -> int:
     from ..environment import environment
     from ..io import atomic_write, atomic_write_text
     from ..tasks import find_specs, load_spec
-    from ..testing import ReferenceCache
     from ..tasks.checks import run_checks, validate_checks
+    from ..testing import ReferenceCache
 
     if args.solver is not None:
         _check_backend(args.solver, "--solver", allow_fast=True)
@@ -129,7 +131,7 @@ def _run(args) -> int:
     with tempfile.TemporaryDirectory(prefix="gtvcvx-check-") as scratch:
         for k, spec in enumerate(specs):
             r = run_checks(spec, solver=args.solver, reference=args.reference, max_rel_gap=args.max_rel_gap,
-                           quick=args.quick, cache=cache, out_dir=Path(scratch) / f"{k:03d}")
+                           scale=scale_of(args), cache=cache, out_dir=Path(scratch) / f"{k:03d}")
             results.append(r)
             for o in r.outcomes:
                 if args.quiet and o.outcome in ("passed", "skipped"):

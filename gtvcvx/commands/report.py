@@ -9,6 +9,8 @@ from __future__ import annotations
 import shlex
 import sys
 
+from ._scale import add_scale_arguments, scale_of
+
 NAME = "report"
 HELP = ("run every spec (solver comparison, experiments) and write Markdown/CSV/JSON tables, convergence "
         "plots and a self-contained HTML index")
@@ -33,7 +35,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--format", action="append", metavar="LIST", dest="formats",
                         help="comma-separated output formats among md,csv,html,json (default: all)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.add_argument("--quick", action="store_true", help="run experiment specs in their quick mode")
+    add_scale_arguments(parser)
     parser.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
                         help="time limit per solver run (default: 300 s for CVXPY references, none for fast)")
     parser.add_argument("--max-reference-size", type=int, default=None, metavar="N",
@@ -50,8 +52,8 @@ def _command_line(args) -> str:
         parts += ["--solvers", ",".join(_split(args.solvers))]
     if args.formats:
         parts += ["--format", ",".join(_split(args.formats))]
-    if args.quick:
-        parts.append("--quick")
+    if scale_of(args) != "default":
+        parts.append(f"--{scale_of(args)}")
     if getattr(args, "allow_outside", False):
         parts.append("--allow-outside")
     if args.time_limit is not None:
@@ -98,7 +100,7 @@ def _run(args) -> int:
     progress = Progress(0, enabled=not args.quiet)
     with progress:
         reports = build_report(args.paths, args.out, solvers=solvers, formats=formats, progress=progress,
-                               quick=args.quick, time_limit=args.time_limit, size_limits=size_limits,
+                               scale=scale_of(args), time_limit=args.time_limit, size_limits=size_limits,
                                memory=None if args.memory == "none" else args.memory, command=command)
     failed = [r for r in reports if r.error]
     if not args.quiet:

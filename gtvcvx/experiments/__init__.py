@@ -1,8 +1,11 @@
 """Experiments: multi-run studies (paper reproductions, sweeps) driven by ``kind = "experiment"`` specs.
 
 Each module in this package defines ``EXPERIMENTS = {"name": function}``; a function has the
-signature ``function(params: dict, out_dir: Path, *, quick: bool = False) -> ExperimentOutput``
-and writes its figures into ``out_dir``. Specs name an experiment from this registry (never an
+signature ``function(params: dict, out_dir: Path, *, scale: str = "default") -> ExperimentOutput``
+and writes its figures into ``out_dir``. ``scale`` is one of :data:`SCALES`: ``"full"`` runs the
+source's protocol (every repetition and sweep point), ``"default"`` a smaller version that keeps
+the main job (``gtvcvx report problems``) within minutes, ``"quick"`` a smoke test for CI; a spec's
+``[params]`` override every scale (see :func:`scaled_params`). Specs name an experiment from this registry (never an
 arbitrary import path)::
 
     kind = "experiment"
@@ -22,7 +25,45 @@ import importlib
 import pkgutil
 from dataclasses import dataclass, field
 
-__all__ = ["ExperimentOutput", "registry", "get_experiment"]
+__all__ = ["ExperimentOutput", "SCALES", "check_scale", "scaled_params", "registry", "get_experiment"]
+
+#: Sizes an experiment can run at, smallest first.
+SCALES = ("quick", "default", "full")
+
+
+def check_scale(scale) -> str:
+    """``scale`` if it is one of :data:`SCALES`, else a ValueError naming them."""
+    if scale not in SCALES:
+        raise ValueError(f"scale must be one of {', '.join(map(repr, SCALES))}, got {scale!r}")
+    return scale
+
+
+def scaled_params(protocol: dict, overrides: dict, params, scale: str, *, context: str) -> dict:
+    """An experiment's parameters: ``protocol``, then ``overrides`` unless ``scale == "full"``, then ``params``.
+
+    Parameters
+    ----------
+    protocol : dict
+        Every parameter with the source's value (the full protocol).
+    overrides : dict
+        What the requested scale changes (ignored at ``"full"``).
+    params : dict or None
+        The spec's ``[params]``; they win at every scale, so a spec that states a value gets it.
+    scale : str
+        One of :data:`SCALES`.
+    context : str
+        Names the experiment in the error for an unknown key.
+    """
+    check_scale(scale)
+    params = dict(params or {})
+    unknown = set(params) - set(protocol)
+    if unknown:
+        raise ValueError(f"params: unknown key(s) {sorted(unknown)} for {context}; expected some of {sorted(protocol)}")
+    out = dict(protocol)
+    if scale != "full":
+        out.update(overrides)
+    out.update(params)
+    return out
 
 
 @dataclass

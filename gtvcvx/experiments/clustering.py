@@ -16,7 +16,7 @@ import numpy as np
 
 from ..io import atomic_savefig
 from ..render.tables import markdown_table
-from . import ExperimentOutput
+from . import ExperimentOutput, check_scale
 
 __all__ = ["EXPERIMENTS", "clustering_real_data", "load_dataset", "DATASETS"]
 
@@ -36,7 +36,7 @@ def load_dataset(name: str):
     return np.asarray(bunch.data, dtype=float), np.asarray(bunch.target)
 
 
-def _params(params: dict, quick: bool) -> dict:
+def _params(params: dict, scale: str) -> dict:
     allowed = {"datasets", "n_lams", "k", "penalty", "tol", "standardize", "phi", "quick_n_lams"}
     unknown = set(params) - allowed
     if unknown:
@@ -45,7 +45,7 @@ def _params(params: dict, quick: bool) -> dict:
            "k": int(params.get("k", 10)), "penalty": str(params.get("penalty", "norm2")),
            "tol": float(params.get("tol", 1e-6)), "standardize": bool(params.get("standardize", True)),
            "phi": params.get("phi")}
-    if quick:  # fewer lams, same accuracy (the [check] thresholds stay meaningful)
+    if check_scale(scale) == "quick":  # fewer lams, same accuracy (the [check] thresholds stay meaningful)
         out["n_lams"] = int(params.get("quick_n_lams", 8))
     return out
 
@@ -68,14 +68,14 @@ def _figure_ari(path, ari, name: str, file: Path) -> None:
     atomic_savefig(fig, file, dpi=110)
 
 
-def clustering_real_data(params: dict, out_dir: Path, *, quick: bool = False) -> ExperimentOutput:
+def clustering_real_data(params: dict, out_dir: Path, *, scale: str = "default") -> ExperimentOutput:
     """Clustering paths on iris and wine with ARI, certificates and clusterpath figures."""
     from matplotlib.figure import Figure  # noqa: F401  (fail early without matplotlib)
 
     from ..clustering import clustering_path, plot_cluster_tree, plot_clusterpath
     from ..penalties import get_penalty
 
-    p = _params(dict(params or {}), quick)
+    p = _params(dict(params or {}), scale)
     penalty = get_penalty(p["penalty"])
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -29,21 +29,17 @@ Studies (each an experiment of this registry, each with a spec ``problems/paper/
     when it was run with the same parameters (:class:`StudyResults`; ``gtvcvx report
     problems/paper`` runs the study specs first), and runs the study otherwise.
 
-Default parameters live in ``paper_defaults.toml`` next to this module (the study specs
-override them only where they say so). The recovery analysis (cluster-reduced problem,
-network-flow certificate) is :mod:`gtvcvx.recovery`.
-
-Run everything without the report tool::
-
-    python -m gtvcvx.experiments.paper --out reports          # writes reports/paper.md + reports/paper/
-    python -m gtvcvx.experiments.paper --out /tmp/p --quick   # small and fast
+Parameters live in ``paper_defaults.toml`` next to this module: its top-level tables are the
+paper's protocol (``scale="full"``), ``[default.<study>]`` shrinks the heavy studies for the main
+job and ``[quick.<study>]`` for tests; a study spec's ``[params]`` override all three. The
+recovery analysis (cluster-reduced problem, network-flow conditions) is :mod:`gtvcvx.recovery`.
+Run the studies with ``gtvcvx report problems/paper --out DIR [--quick | --full]``.
 
 Every generator is seeded; all numbers are reproducible.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import shutil
@@ -54,15 +50,20 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .._threads import single_threaded
 from ..io import atomic_savefig, atomic_write_text
 from ..progress import substep
+from ..recovery import (
+    exact_recovery_conditions,
+    reduced_cluster_problem,
+    solution_clusters,
+)
 from ..render.tables import markdown_table
-from ..recovery import exact_recovery_conditions, reduced_cluster_problem, solution_clusters
-from . import ExperimentOutput
+from . import SCALES, ExperimentOutput, scaled_params
 
-__all__ = ["EXPERIMENTS", "DEFAULTS", "QUICK", "RESULTS", "StudyResults", "PAPER_VALUES", "sbm_table1",
+__all__ = ["EXPERIMENTS", "DEFAULTS", "SCALED", "RESULTS", "StudyResults", "PAPER_VALUES", "sbm_table1",
            "sbm_k_clusters", "chain_sweep", "digits_study", "lam_guidance", "paper_reproduction",
-           "write_paper_report", "prediction_mse", "main"]
+           "prediction_mse"]
 
 #: Numbers the paper states (Table I; the authors' notebook prints the same values).
 PAPER_VALUES = {"gtv": 1.42e-5, "ifca": 2.82, "fedavg": 2.86}
@@ -83,15 +84,16 @@ SOURCES = {
 }
 
 def _load_defaults() -> tuple[dict, dict]:
-    """``(DEFAULTS, QUICK)`` from ``paper_defaults.toml`` next to this module (the single source)."""
+    """``(DEFAULTS, SCALED)`` from ``paper_defaults.toml`` next to this module (the single source)."""
     with (Path(__file__).with_name("paper_defaults.toml")).open("rb") as handle:
         table = tomllib.load(handle)
-    quick = table.pop("quick", {})
-    return table, quick
+    scaled = {scale: table.pop(scale, {}) for scale in SCALES if scale != "full"}
+    return table, scaled
 
 
-#: Default parameters per study, and the ``quick`` overrides (from ``paper_defaults.toml``).
-DEFAULTS, QUICK = _load_defaults()
+#: The paper's protocol per study (``scale="full"``), and the overrides of the smaller scales
+#: (``SCALED["default"][study]``, ``SCALED["quick"][study]``), from ``paper_defaults.toml``.
+DEFAULTS, SCALED = _load_defaults()
 
 
 class StudyResults:
@@ -129,30 +131,10 @@ RESULTS = StudyResults()
 # =======================================================================================
 # small shared helpers
 # =======================================================================================
-def _single_threaded(function):
-    """Experiments run with BLAS limited to one thread (the machine is small and shared)."""
-
-    @functools.wraps(function)
-    def wrapper(*args, **kwargs):
-        from threadpoolctl import threadpool_limits
-
-        with threadpool_limits(limits=1, user_api="blas"):
-            return function(*args, **kwargs)
-
-    return wrapper
-
-
-def _params(name: str, params: dict | None, quick: bool) -> dict:
-    defaults = DEFAULTS[name]
-    params = dict(params or {})
-    unknown = set(params) - set(defaults)
-    if unknown:
-        raise ValueError(f"params: unknown key(s) {sorted(unknown)} for experiment {name!r}; "
-                         f"expected some of {sorted(defaults)}")
-    out = {**defaults, **params}
-    if quick:
-        out.update(QUICK.get(name, {}))
-    return out
+def _params(name: str, params: dict | None, scale: str) -> dict:
+    """The study's parameters at ``scale``: the paper's protocol, the scale's overrides, then the spec's."""
+    return scaled_params(DEFAULTS[name], SCALED.get(scale, {}).get(name, {}), params, scale,
+                         context=f"experiment {name!r}")
 
 
 def _seeds(seed, count: int):
@@ -284,15 +266,15 @@ def _new_figure(width=6.4, height=4.0, ncols=1, nrows=1, **kw):
 # =======================================================================================
 # Study 1: Table I
 # =======================================================================================
-@_single_threaded
-def sbm_table1(params: dict, out_dir: Path, *, quick: bool = False) -> ExperimentOutput:
+@single_threaded
+def sbm_table1(params: dict, out_dir: Path, *, scale: str = "default") -> ExperimentOutput:
     """Table I: certified GTV, plain Algorithm 1 after fixed iteration counts, and the baselines."""
     from ..baselines import fedavg, ifca, local_only, oracle_fedavg
     from ..metrics import adjusted_rand_index, mse
     from ..penalties import Norm1
     from ..problem import GTVProblem
 
-    p = _params("paper_sbm_table1", params, quick)
+    p = _params("paper_sbm_table1", params, scale)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
@@ -510,8 +492,8 @@ def _table1_markdown(p, table, measured, gtv, figures) -> str:
 # =======================================================================================
 # Study 2: Fig. 2, MSE versus the number of clusters
 # =======================================================================================
-@_single_threaded
-def sbm_k_clusters(params: dict, out_dir: Path, *, quick: bool = False) -> ExperimentOutput:
+@single_threaded
+def sbm_k_clusters(params: dict, out_dir: Path, *, scale: str = "default") -> ExperimentOutput:
     """Fig. 2: MSE versus the number of clusters k for GTV, IFCA, FedAvg and oracle FedAvg."""
     from ..baselines import fedavg, ifca, oracle_fedavg
     from ..data import linear_model
@@ -521,7 +503,7 @@ def sbm_k_clusters(params: dict, out_dir: Path, *, quick: bool = False) -> Exper
     from ..penalties import Norm2
     from ..problem import GTVProblem
 
-    p = _params("paper_sbm_k_clusters", params, quick)
+    p = _params("paper_sbm_k_clusters", params, scale)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
@@ -573,6 +555,7 @@ def sbm_k_clusters(params: dict, out_dir: Path, *, quick: bool = False) -> Exper
                 "ifca_failures": float((table["ifca_ari"] < 0.999).sum()),
                 "k_without_predicted_recovery": float((~table["predicted_recovery"]).sum()),
                 "gtv_recovered_ks": float((table["gtv_ari"] > 0.999999).sum()),
+                "gtv_unrecovered_ks": float((table["gtv_ari"] <= 0.999999).sum()),
                 "max_gtv_to_fedavg_mse_ratio": float((table["gtv_mse"] / table["fedavg_mse"]).max()),
                 "seconds": time.perf_counter() - t_start}
     cols = ["k", "cluster_sizes", "boundary_edges", "gtv_mse", "gtv_rel_gap", "gtv_clusters", "gtv_ari",
@@ -636,8 +619,8 @@ def _chain_data(p, rho, sigma, rng):
     return np.split(X_all, splits), np.split(y_all, splits), W_true
 
 
-@_single_threaded
-def chain_sweep(params: dict, out_dir: Path, *, quick: bool = False) -> ExperimentOutput:
+@single_threaded
+def chain_sweep(params: dict, out_dir: Path, *, scale: str = "default") -> ExperimentOutput:
     """Figs. 3-4: MSE versus the bridge weight eps on a chain of two clusters."""
     from ..graphs import clustered_chain
     from ..losses import SquaredError
@@ -645,7 +628,7 @@ def chain_sweep(params: dict, out_dir: Path, *, quick: bool = False) -> Experime
     from ..penalties import get_penalty
     from ..problem import GTVProblem
 
-    p = _params("paper_chain", params, quick)
+    p = _params("paper_chain", params, scale)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
@@ -745,9 +728,12 @@ def _chain_nonuniqueness(p, penalties, graphs_by_eps, settings, rngs):
     loss = SquaredError(X, y, d=int(p["d"]))
     penalty, lam = penalties["norm2"]
     problem = GTVProblem(graphs_by_eps[eps_hi], loss, penalty, lam)
-    cold, _ = _solve(problem, 1e-9, max_iter=400_000)
-    start, _ = _solve(GTVProblem(graphs_by_eps[eps_lo], loss, penalty, lam), 1e-9, max_iter=400_000)
-    warm, _ = _solve(problem, 1e-9, max_iter=400_000, warm_start={"W": start.W})
+    # 1e-8 certifies in ~2,000 iterations; at 1e-9 the certificate stalls at float64's limit on this
+    # instance and every run went to max_iter (400,000 iterations, 90 s) without a better answer
+    tol = 1e-8
+    cold, _ = _solve(problem, tol, max_iter=100_000)
+    start, _ = _solve(GTVProblem(graphs_by_eps[eps_lo], loss, penalty, lam), tol, max_iter=100_000)
+    warm, _ = _solve(problem, tol, max_iter=100_000, warm_start={"W": start.W})
     return {"eps": eps_hi, "rho": rho, "penalty": "norm2", "warm_from_eps": eps_lo,
             "mse_cold": mse(cold.W, W_true), "mse_warm": mse(warm.W, W_true),
             "objective_cold": cold.primal, "objective_warm": warm.primal,
@@ -864,12 +850,12 @@ def _guidance_reading(t, lam_lo, lam_hi) -> str:
     return text
 
 
-@_single_threaded
-def lam_guidance(params: dict, out_dir: Path, *, quick: bool = False) -> ExperimentOutput:
+@single_threaded
+def lam_guidance(params: dict, out_dir: Path, *, scale: str = "default") -> ExperimentOutput:
     """lam sweep on the Table I setting: MSE, recovered clusters and the certified recovery window."""
     from ..metrics import adjusted_rand_index, mse
 
-    p = _params("paper_lam_guidance", params, quick)
+    p = _params("paper_lam_guidance", params, scale)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
@@ -1070,8 +1056,8 @@ def _digits_reading(gtv, base, p) -> str:
     return text
 
 
-@_single_threaded
-def digits_study(params: dict, out_dir: Path, *, quick: bool = False) -> ExperimentOutput:
+@single_threaded
+def digits_study(params: dict, out_dir: Path, *, scale: str = "default") -> ExperimentOutput:
     """Digit-pair local datasets, logistic models: validation accuracy versus lam and the baselines."""
     from ..baselines import fedavg, ifca, local_only, oracle_fedavg
     from ..losses import Logistic
@@ -1079,7 +1065,7 @@ def digits_study(params: dict, out_dir: Path, *, quick: bool = False) -> Experim
     from ..penalties import Norm2
     from ..problem import GTVProblem
 
-    p = _params("paper_digits", params, quick)
+    p = _params("paper_digits", params, scale)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
@@ -1311,8 +1297,8 @@ def _found_and_chosen(results) -> str:
     ])
 
 
-@_single_threaded
-def paper_reproduction(params: dict, out_dir: Path, *, quick: bool = False) -> ExperimentOutput:
+@single_threaded
+def paper_reproduction(params: dict, out_dir: Path, *, scale: str = "default") -> ExperimentOutput:
     """The summary: paper value and measured value side by side, plus every study's section."""
     params = dict(params or {})
     unknown = set(params) - set(_STUDIES)
@@ -1324,9 +1310,9 @@ def paper_reproduction(params: dict, out_dir: Path, *, quick: bool = False) -> E
     results = {}
     ran_here = []
     for name in _STUDIES:
-        effective = _params(name, params.get(name), quick)
+        effective = _params(name, params.get(name), scale)
         if RESULTS.get(name, effective) is None:  # not run with these parameters in this process
-            _study_function(name)(params.get(name, {}), out_dir, quick=quick)
+            _study_function(name)(params.get(name, {}), out_dir, scale=scale)
             ran_here.append(name)
         results[name] = RESULTS.get(name, effective)
     figures = []
@@ -1359,8 +1345,8 @@ def paper_reproduction(params: dict, out_dir: Path, *, quick: bool = False) -> E
         "learning via generalized total variation minimization\", IEEE Trans. Signal Processing 71, 2023 "
         "(arXiv 2105.12769), with federated-learning baselines (`gtvcvx.baselines`) and a real-data study. Every GTV "
         "solution below is computed by the fast core and *certified* by a duality gap unless it is labelled "
-        "\"plain Algorithm 1, k iterations\". Regenerate with `gtvcvx report problems/paper --out reports` or "
-        "`python -m gtvcvx.experiments.paper --out reports`.",
+        "\"plain Algorithm 1, k iterations\". Regenerate with `gtvcvx report problems/paper --out reports` "
+        "(add `--full` for the paper's repetition counts and sweeps).",
         "",
         "## Paper versus measured",
         "",
@@ -1387,47 +1373,6 @@ def paper_reproduction(params: dict, out_dir: Path, *, quick: bool = False) -> E
                             measured=measured)
 
 
-def write_paper_report(root="reports", *, quick: bool = False, params: dict | None = None) -> Path:
-    """Run every study and write ``<root>/paper.md`` with figures and CSV tables under ``<root>/paper/``.
-
-    This is what ``gtvcvx report problems/paper`` produces through ``problems/paper/summary.toml``
-    (``output = "paper.md"``), without the report tool.
-    """
-    import re
-
-    root = Path(root)
-    fig_dir = root / "paper"
-    fig_dir.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-    outputs = {}
-    for name in _STUDIES:
-        outputs[name] = _study_function(name)(dict((params or {}).get(name, {})), fig_dir, quick=quick)
-    summary = paper_reproduction({}, fig_dir, quick=quick)
-    for out in [*outputs.values(), summary]:
-        for key, df in out.tables.items():
-            atomic_write_text(fig_dir / f"{key}.csv", df.to_csv(index=False, float_format="%.10g"))
-    elapsed = time.perf_counter() - t0
-    md = re.sub(r"\]\((?!https?:|/)([^)\s]+\.png)\)", r"](paper/\1)", summary.markdown)
-    md = f"# {summary.title}\n\n{md.strip()}\n\nWall time of this run (all studies + summary): {elapsed:.0f} s.\n"
-    atomic_write_text(root / "paper.md", md)
-    atomic_write_text(fig_dir / "measured.json", json.dumps(summary.measured, indent=1, sort_keys=True) + "\n")
-    return root / "paper.md"
-
-
-def main(argv=None) -> int:
-    """``python -m gtvcvx.experiments.paper [--out DIR] [--quick]``."""
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m gtvcvx.experiments.paper",
-                                     description="Reproduce the GTV paper's experiments (writes DIR/paper.md)")
-    parser.add_argument("--out", default="reports", help="output root (default: reports)")
-    parser.add_argument("--quick", action="store_true", help="small, fast versions of every study")
-    args = parser.parse_args(argv)
-    path = write_paper_report(args.out, quick=args.quick)
-    print(f"wrote {path}")
-    return 0
-
-
 EXPERIMENTS = {
     "paper_sbm_table1": sbm_table1,
     "paper_sbm_k_clusters": sbm_k_clusters,
@@ -1436,7 +1381,3 @@ EXPERIMENTS = {
     "paper_lam_guidance": lam_guidance,
     "paper_reproduction": paper_reproduction,
 }
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())

@@ -7,13 +7,12 @@
   against an RBF support vector machine.
 * ``rkhs_paper`` - both, as one report section (``reports/rkhs.md``).
 
-Run ``python -m gtvcvx.experiments.rkhs --out reports`` to regenerate ``reports/rkhs.md`` and
-the figures / tables under ``reports/rkhs/``.
+``gtvcvx report problems/rkhs --out reports`` regenerates ``reports/rkhs.md`` with its figures and
+tables under ``reports/rkhs/`` (``--full`` for the paper's ten sizes and five repetitions).
 """
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
@@ -21,9 +20,9 @@ import numpy as np
 
 from ..io import atomic_savefig
 from ..progress import substep
-from . import ExperimentOutput
+from . import ExperimentOutput, scaled_params
 
-__all__ = ["EXPERIMENTS", "federated_ellipses", "breast_cancer_experiment", "paper", "main"]
+__all__ = ["EXPERIMENTS", "federated_ellipses", "breast_cancer_experiment", "paper"]
 
 ELLIPSE_DEFAULTS = {
     "sizes": [90, 180, 270, 360, 450, 540, 630, 720, 810, 900],
@@ -42,8 +41,12 @@ ELLIPSE_DEFAULTS = {
     "seed": 0,
     "boundary_figure": True,
 }
-ELLIPSE_QUICK = {"sizes": [45, 90], "repetitions": 1, "n_test": 200, "points_per_dim": 8, "widths": [3.0],
-                 "boundary_figure": False}
+#: What the smaller scales change (``scale="full"`` is the protocol above).
+ELLIPSE_SCALED = {
+    "default": {"sizes": [90, 270, 450, 630, 900], "repetitions": 2},
+    "quick": {"sizes": [45, 90], "repetitions": 1, "n_test": 200, "points_per_dim": 8, "widths": [3.0],
+              "boundary_figure": False},
+}
 
 CANCER_DEFAULTS = {
     "n_agents": 5,
@@ -61,18 +64,12 @@ CANCER_DEFAULTS = {
     "svc_C": 1.0,
     "seed": 0,
 }
-CANCER_QUICK = {"repetitions": 1, "n_centers": 64, "n_agents": 3}
+CANCER_SCALED = {
+    "default": {"repetitions": 2},
+    "quick": {"repetitions": 1, "n_centers": 64, "n_agents": 3},
+}
 
 
-def _params(defaults, quick_overrides, params, quick):
-    unknown = set(params) - set(defaults)
-    if unknown:
-        raise ValueError(f"unknown parameter(s) {sorted(unknown)}; expected among {sorted(defaults)}")
-    merged = dict(defaults)
-    if quick:
-        merged.update(quick_overrides)
-    merged.update(params)
-    return merged
 
 
 def _fmt(mean, std):
@@ -92,16 +89,17 @@ def _savefig(fig, path: Path, dpi: int = 100) -> Path:
 # ---------------------------------------------------------------------------------------
 # simulated task
 # ---------------------------------------------------------------------------------------
-def federated_ellipses(params: dict, out_dir: Path, *, quick: bool = False) -> ExperimentOutput:
+def federated_ellipses(params: dict, out_dir: Path, *, scale: str = "default") -> ExperimentOutput:
     """The paper's simulated federated task (see the module docstring); ``params`` override
-    :data:`ELLIPSE_DEFAULTS` (``quick=True`` shrinks sizes for tests)."""
+    :data:`ELLIPSE_DEFAULTS` (``scale`` picks the size, see :data:`ELLIPSE_SCALED`)."""
     import pandas as pd
     from matplotlib.figure import Figure
 
     from ..rkhs import Dictionary, federated_fit
     from ..rkhs import data as rdata
 
-    p = _params(ELLIPSE_DEFAULTS, ELLIPSE_QUICK, params, quick)
+    p = scaled_params(ELLIPSE_DEFAULTS, ELLIPSE_SCALED.get(scale, {}), params, scale,
+                      context="experiment 'rkhs_federated_ellipses'")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     box = rdata.ELLIPSE_BOX
@@ -247,7 +245,7 @@ def _boundary_figure(last, D, p, out_dir: Path) -> Path:
 # ---------------------------------------------------------------------------------------
 # breast cancer
 # ---------------------------------------------------------------------------------------
-def breast_cancer_experiment(params: dict, out_dir: Path, *, quick: bool = False) -> ExperimentOutput:
+def breast_cancer_experiment(params: dict, out_dir: Path, *, scale: str = "default") -> ExperimentOutput:
     """scikit-learn's breast-cancer data split across agents vs centralized vs an RBF SVM."""
     import pandas as pd
 
@@ -259,7 +257,8 @@ def breast_cancer_experiment(params: dict, out_dir: Path, *, quick: bool = False
     except ImportError as exc:  # pragma: no cover - environment dependent
         raise ImportError("the breast-cancer experiment needs scikit-learn") from exc
 
-    p = _params(CANCER_DEFAULTS, CANCER_QUICK, params, quick)
+    p = scaled_params(CANCER_DEFAULTS, CANCER_SCALED.get(scale, {}), params, scale,
+                      context="experiment 'rkhs_breast_cancer'")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -331,13 +330,13 @@ def breast_cancer_experiment(params: dict, out_dir: Path, *, quick: bool = False
 # ---------------------------------------------------------------------------------------
 # both, as reports/rkhs.md
 # ---------------------------------------------------------------------------------------
-def paper(params: dict, out_dir: Path, *, quick: bool = False) -> ExperimentOutput:
+def paper(params: dict, out_dir: Path, *, scale: str = "default") -> ExperimentOutput:
     """Both experiments as one section; ``params`` may hold ``ellipses`` and ``breast_cancer`` tables."""
     unknown = set(params) - {"ellipses", "breast_cancer"}
     if unknown:
         raise ValueError(f"unknown parameter table(s) {sorted(unknown)}; expected 'ellipses' and/or 'breast_cancer'")
-    ell = federated_ellipses(dict(params.get("ellipses", {})), out_dir, quick=quick)
-    bc = breast_cancer_experiment(dict(params.get("breast_cancer", {})), out_dir, quick=quick)
+    ell = federated_ellipses(dict(params.get("ellipses", {})), out_dir, scale=scale)
+    bc = breast_cancer_experiment(dict(params.get("breast_cancer", {})), out_dir, scale=scale)
     comm = ell.measured["communication"]
     md = [
         "Kernel-sparse RKHS classifiers (M. Peifer, L. F. O. Chamon, S. Paternain, A. Ribeiro, \"Sparse "
@@ -380,44 +379,3 @@ EXPERIMENTS = {
     "rkhs_breast_cancer": breast_cancer_experiment,
     "rkhs_paper": paper,
 }
-
-
-def main(argv=None) -> int:
-    """Regenerate ``<out>/rkhs.md`` with figures and CSV tables under ``<out>/rkhs/``."""
-    from ..io import atomic_write_text
-
-    parser = argparse.ArgumentParser(prog="python -m gtvcvx.experiments.rkhs", description=main.__doc__)
-    parser.add_argument("--out", default="reports", help="report directory (default: reports)")
-    parser.add_argument("--spec", default="problems/rkhs/paper.toml",
-                        help="experiment spec whose [params] to use (default: problems/rkhs/paper.toml; "
-                             "the built-in defaults when the file does not exist)")
-    parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
-    args = parser.parse_args(argv)
-    out = Path(args.out)
-    sub = out / "rkhs"
-    params = {}
-    if Path(args.spec).is_file():
-        from ..spec import read_spec_document
-
-        doc = read_spec_document(args.spec)
-        if doc.get("kind") != "experiment" or doc.get("experiment") != "rkhs_paper":
-            parser.error(f"{args.spec} is not an 'rkhs_paper' experiment spec")
-        params = doc.get("params", {})
-        if not isinstance(params, dict):
-            parser.error(f"{args.spec}: params: expected a table")
-    result = paper(params, sub, quick=args.quick)
-    for name, df in result.tables.items():
-        atomic_write_text(sub / f"{name}.csv", df.to_csv(index=False))
-    body = result.markdown
-    for fig in result.figures:  # links relative to rkhs.md
-        body = body.replace(f"]({fig.name})", f"](rkhs/{fig.name})")
-    tables = ", ".join(f"[{n}.csv](rkhs/{n}.csv)" for n in result.tables)
-    text = (f"# {result.title}\n\nGenerated by `python -m gtvcvx.experiments.rkhs --out {args.out}` "
-            f"(the `rkhs_paper` experiment of `problems/rkhs/paper.toml`). Tables: {tables}.\n\n{body}\n")
-    atomic_write_text(out / "rkhs.md", text)
-    print(f"wrote {out / 'rkhs.md'}")
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())

@@ -222,7 +222,7 @@ def _overview(reports) -> str:
 
 
 def _index_markdown(reports, env: dict, *, command: str, elapsed: float, memory: str | None, rule: str,
-                    root: Path) -> str:
+                    root: Path, scale: str) -> str:
     from .. import __version__
 
     lines = ["# gtvcvx report", "",
@@ -236,7 +236,8 @@ def _index_markdown(reports, env: dict, *, command: str, elapsed: float, memory:
              "`gtvcvx.testing.certify`), so `rel_gap` bounds the suboptimality of every solver's answer "
              "in the same way.", ""]
     lines += [f"- `{k}`: {v}" for k, v in _LEGEND.items()]
-    lines += ["", f"Solver selection: {rule}", ""]
+    lines += ["", f"Solver selection: {rule}", "",
+              f"Experiment specs ran at scale `{sanitize_markdown(scale)}`: " + SCALE_NOTE, ""]
     if memory:
         lines += [f"Memory is measured with `{memory}` (see the column legend).", ""]
     lines += ["## Specs", ""]
@@ -257,6 +258,11 @@ SELECTION_RULE = ("the fast core always runs; a CVXPY reference (CLARABEL, SCS) 
                   "{time_limit:g} s unless the spec sets one.")
 
 
+SCALE_NOTE = ("`full` runs the sources' protocols (every repetition and sweep point; `--full`), `default` "
+              "smaller sweeps that keep this command within minutes, `quick` a smoke test (`--quick`). Each "
+              "study states the parameters it used.")
+
+
 def _check_formats(formats) -> tuple:
     formats = tuple(formats)
     unknown = set(formats) - set(FORMATS)
@@ -265,7 +271,7 @@ def _check_formats(formats) -> tuple:
     return formats
 
 
-def build_report(paths, out_dir, *, solvers=None, formats=FORMATS, progress=None, quick: bool = False,
+def build_report(paths, out_dir, *, solvers=None, formats=FORMATS, progress=None, scale: str = "default",
                  time_limit: float | None = None, size_limits: dict | None = None, memory: str | None = "rss",
                  command: str | None = None) -> list[SpecReport]:
     """Run every spec under ``paths`` and write the report into ``out_dir``.
@@ -281,8 +287,8 @@ def build_report(paths, out_dir, *, solvers=None, formats=FORMATS, progress=None
         Among :data:`FORMATS`. ``md`` writes the Markdown pages, ``html`` the self-contained
         index page, ``csv`` and ``json`` the tables.
     progress : gtvcvx.progress.Progress, optional
-    quick : bool
-        Passed to experiment functions.
+    scale : {"quick", "default", "full"}
+        Size of experiment specs (see :data:`gtvcvx.experiments.SCALES`).
     time_limit : float, optional
         Seconds per CVXPY run (default :data:`REFERENCE_TIME_LIMIT`) and per fast-core run
         (default none).
@@ -324,7 +330,7 @@ def build_report(paths, out_dir, *, solvers=None, formats=FORMATS, progress=None
     final = out
     with _staging(final) as out:
         _write_report(specs, reports, out, final, paths=paths, solvers=solvers, formats=formats,
-                      progress=progress, quick=quick, time_limit=time_limit, size_limits=size_limits,
+                      progress=progress, scale=scale, time_limit=time_limit, size_limits=size_limits,
                       memory=memory, command=command, t0=t0)
     return reports
 
@@ -373,10 +379,10 @@ def _staging(final: Path):
             shutil.rmtree(staging, ignore_errors=True)
 
 
-def _write_report(specs, reports, out, final, *, paths, solvers, formats, progress, quick, time_limit,
+def _write_report(specs, reports, out, final, *, paths, solvers, formats, progress, scale, time_limit,
                   size_limits, memory, command, t0):
     """Run the specs and write every file of the report under ``out`` (the staging folder)."""
-    ctx = ReportContext(out=out, solvers=solvers, formats=formats, progress=progress, quick=quick,
+    ctx = ReportContext(out=out, solvers=solvers, formats=formats, progress=progress, scale=scale,
                         time_limit=time_limit, size_limits=size_limits, memory=memory)
     for spec, rep in zip(specs, reports):
         s0 = time.perf_counter()
@@ -392,7 +398,7 @@ def _write_report(specs, reports, out, final, *, paths, solvers, formats, progre
                                  time_limit=time_limit if time_limit is not None else REFERENCE_TIME_LIMIT)
     doc = {"format": RESULTS_FORMAT,
            "command": command or "gtvcvx report " + " ".join(map(str, paths)) + f" --out {final}",
-           "environment": environment(), "selection_rule": rule,
+           "environment": environment(), "selection_rule": rule, "scale": scale,
            "memory": next((r.memory for r in reports if r.memory), None),
            "seconds": round(time.perf_counter() - t0, 3), "specs": [_report_record(r) for r in reports]}
     atomic_write_text(out / RESULTS_FILE, json.dumps(doc, indent=1) + "\n")
@@ -471,7 +477,8 @@ def _render(out: Path, doc: dict, formats) -> list[SpecReport]:
     if "csv" in formats and len(summary):
         atomic_write_text(out / "specs" / "summary.csv", summary.to_csv(index=False, float_format="%.17g"))
     if "json" in formats:
-        public = {"command": command, "environment": env, "selection_rule": rule, "memory": doc.get("memory"),
+        public = {"command": command, "environment": env, "selection_rule": rule, "scale": doc.get("scale"),
+                  "memory": doc.get("memory"),
                   "specs": [{key: r.get(key) for key in ("name", "path", "kind", "seed", "sizes", "reference", "rows",
                                                          "measured", "files", "notes", "error", "seconds")}
                             for r in specs]}
@@ -480,7 +487,8 @@ def _render(out: Path, doc: dict, formats) -> list[SpecReport]:
         atomic_write_text(out / "specs" / "report.json", json.dumps(public, indent=1) + "\n")
     if "md" in formats or "html" in formats:
         index_md = _index_markdown(reports, env, command=command, elapsed=float(doc.get("seconds") or 0.0),
-                                   memory=doc.get("memory"), rule=rule, root=out)
+                                   memory=doc.get("memory"), rule=rule, root=out,
+                                   scale=str(doc.get("scale") or "default"))
         if "md" in formats:
             atomic_write_text(out / "index.md", index_md)
         if "html" in formats:

@@ -10,32 +10,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg.blas import daxpy, dscal
 
-__all__ = ["axpy", "scal", "SparseTimesDense", "single_threaded_blas", "blas_threads"]
-
-
-def single_threaded_blas():
-    """Context limiting BLAS to one thread: threaded level-1 BLAS on a busy 2-core machine spends
-    milliseconds synchronizing threads per call, far more than the arithmetic."""
-    from threadpoolctl import threadpool_limits
-
-    return threadpool_limits(limits=1, user_api="blas")
-
-
-def blas_threads(limit):
-    """Context limiting BLAS to ``limit`` threads (an int >= 1), or leaving it alone (None).
-
-    The solvers default to one thread (see :func:`single_threaded_blas`); a caller with idle
-    cores and large dense blocks may ask for more, or pass None to keep the process setting.
-    """
-    import contextlib
-
-    from threadpoolctl import threadpool_limits
-
-    from .._validation import check_positive_int
-
-    if limit is None:
-        return contextlib.nullcontext()
-    return threadpool_limits(limits=check_positive_int(limit, "blas_threads"), user_api="blas")
+__all__ = ["axpy", "scal", "SparseTimesDense"]
 
 
 def axpy(x: np.ndarray, y: np.ndarray, a: float) -> None:

@@ -15,10 +15,11 @@ import numpy as np
 import pandas as pd
 
 from .._restart import restart_due, updated_primal_weight
+from .._threads import blas_threads as _blas_threads
 from .._validation import check_positive_int, check_positive_number, check_time_limit
 from ..problem import GTVProblem
 from ..results import GTVResult, Status
-from ._kernels import SparseTimesDense, axpy, blas_threads as _blas_threads, scal
+from ._kernels import SparseTimesDense, axpy, scal
 from .certificate import Certificate, FlowProjector, certify_pair
 
 __all__ = ["solve", "IterationInfo", "METHODS"]

@@ -19,12 +19,12 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from .._threads import blas_threads as blas_threads_limit
+from .._validation import check_positive_int, check_positive_number, check_time_limit
 from ..capabilities import CapabilityError, require
 from ..problem import GTVProblem
 from ..results import GTVResult, Status
-from .._validation import check_positive_int, check_positive_number, check_time_limit
 from ._cg import conjugate_gradient
-from ._kernels import blas_threads as blas_threads_limit
 from .certificate import Certificate, FlowProjector, certify_pair
 from .gtv import warm_start_parts
 

@@ -58,7 +58,7 @@ class ReportContext:
     solvers: tuple | None = None
     formats: tuple = ("md", "csv", "html", "json")
     progress: object = None
-    quick: bool = False
+    scale: str = "default"
     time_limit: float | None = None
     size_limits: dict | None = None
     memory: str | None = "rss"

@@ -150,7 +150,7 @@ class ProblemTask(Task):
         row, _ = self.measure(spec, result, from_primal=True)
         return row, result
 
-    def check(self, spec, checks: dict, outcome, *, solver=None, reference=None, cache=None, quick=False,
+    def check(self, spec, checks: dict, outcome, *, solver=None, reference=None, cache=None, scale="default",
               out_dir=None) -> None:
         solver = normalize_solver_name(solver or (getattr(spec, "solve_options", {}) or {}).get("solver", "fast"))
         if reference is None and any(k in checks for k in REFERENCE_CHECKS):

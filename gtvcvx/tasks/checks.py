@@ -150,7 +150,7 @@ def status_outcome(status) -> CheckOutcome:
 
 
 def run_checks(spec, *, solver: str | None = None, reference: str | None = None, max_rel_gap: float | None = None,
-               quick: bool = False, cache=None, out_dir=None) -> SpecCheck:
+               scale: str = "default", cache=None, out_dir=None) -> SpecCheck:
     """Solve ``spec`` and evaluate its checks (through the task of its kind).
 
     Parameters
@@ -163,8 +163,8 @@ def run_checks(spec, *, solver: str | None = None, reference: str | None = None,
         spec has ``max_objective_error`` / ``max_solution_error`` thresholds.
     max_rel_gap : float, optional
         Overrides the spec's ``max_rel_gap``.
-    quick : bool
-        Passed to experiment functions.
+    scale : {"quick", "default", "full"}
+        Size of experiment specs (see :data:`gtvcvx.experiments.SCALES`).
     cache : ReferenceCache, optional
         Where reference solutions are cached.
     out_dir : path, optional
@@ -175,7 +175,7 @@ def run_checks(spec, *, solver: str | None = None, reference: str | None = None,
     report = SpecCheck(name=spec.name, path=str(spec.path), kind=task.kind)
     t0 = time.perf_counter()
     try:
-        task.check(spec, checks, report, solver=solver, reference=reference, cache=cache, quick=quick,
+        task.check(spec, checks, report, solver=solver, reference=reference, cache=cache, scale=scale,
                    out_dir=out_dir)
     except Exception as exc:  # noqa: BLE001 - a crash is a failed check with the reason
         report.outcomes.append(CheckOutcome("run", None, None, "", ERROR if isinstance(exc, ValueError) else FAILED,

@@ -43,15 +43,16 @@ class ExperimentSpec:
     output: str | None = None
 
 
-def run_experiment(spec: ExperimentSpec, out_dir, *, quick: bool = False):
-    """Run an experiment spec's function with its params, writing its files into ``out_dir``.
+def run_experiment(spec: ExperimentSpec, out_dir, *, scale: str = "default"):
+    """Run an experiment spec's function with its params at ``scale`` (one of
+    :data:`gtvcvx.experiments.SCALES`), writing its files into ``out_dir``.
 
     Returns the :class:`~gtvcvx.experiments.ExperimentOutput`.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     function = experiments.get_experiment(spec.experiment)
-    return function(dict(spec.params), out_dir, quick=quick)
+    return function(dict(spec.params), out_dir, scale=experiments.check_scale(scale))
 
 
 class ExperimentTask(Task):
@@ -91,13 +92,13 @@ class ExperimentTask(Task):
             except ValueError as exc:
                 raise SpecError(spec.path, f"check.{key}", str(exc)) from None
 
-    def check(self, spec, checks: dict, outcome, *, quick=False, out_dir=None, **_) -> None:
+    def check(self, spec, checks: dict, outcome, *, scale="default", out_dir=None, **_) -> None:
         outcome.solver = f"experiment {spec.experiment}"
         if out_dir is None:
             with tempfile.TemporaryDirectory(prefix="gtvcvx-check-") as tmp:
-                output = run_experiment(spec, Path(tmp), quick=quick)
+                output = run_experiment(spec, Path(tmp), scale=scale)
         else:
-            output = run_experiment(spec, Path(out_dir), quick=quick)
+            output = run_experiment(spec, Path(out_dir), scale=scale)
         outcome.status = "ran"
         measured = output.measured or {}
         for key, threshold in checks.items():
@@ -111,7 +112,7 @@ class ExperimentTask(Task):
 
     def write_section(self, spec, rep: SpecReport, spec_dir: Path, ctx: ReportContext) -> None:
         """Run the study. Its figures go to ``OUT/<stem>/`` when the spec names an ``output``
-        page ``<stem>.md`` (the layout the experiments' own writers use), else to
+        page ``<stem>.md``, else to
         ``OUT/specs/<name>/``; its tables, measured values and Markdown to ``OUT/specs/<name>/``."""
         out, formats = ctx.out, ctx.formats
         target = spec.output
@@ -123,7 +124,7 @@ class ExperimentTask(Task):
             ctx.progress.start(f"{rep.name}: experiment {spec.experiment}")
         try:
             exp_dir.mkdir(parents=True, exist_ok=True)
-            output = run_experiment(spec, exp_dir, quick=ctx.quick)
+            output = run_experiment(spec, exp_dir, scale=ctx.scale)
         finally:
             if ctx.progress is not None:
                 ctx.progress.advance()
