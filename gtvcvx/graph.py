@@ -191,6 +191,82 @@ class Graph:
             return cls(n, np.ascontiguousarray(oriented, dtype=np.int64), np.ascontiguousarray(w))
 
     @classmethod
+    def from_scipy_sparse(cls, adjacency) -> "Graph":
+        """Build a graph from a symmetric weighted adjacency matrix (SciPy sparse or dense).
+
+        Parameters
+        ----------
+        adjacency : scipy.sparse matrix or array, or array_like of shape (n, n)
+            ``A[i, j] = A[j, i] > 0`` is the weight of edge ``{i, j}``; zeros (stored or not)
+            are absent edges. The diagonal must be zero.
+
+        Raises
+        ------
+        ValueError
+            When the matrix is not square, not symmetric (naming an entry), has a nonzero
+            diagonal entry, or a weight that is not finite and > 0.
+
+        Examples
+        --------
+        >>> import scipy.sparse as sp
+        >>> Graph.from_scipy_sparse(sp.csr_array([[0, 2.0], [2.0, 0]])).weights
+        array([2.])
+        """
+        import scipy.sparse as sp
+
+        A = sp.coo_array(adjacency) if sp.issparse(adjacency) else sp.coo_array(np.asarray(adjacency))
+        if A.ndim != 2 or A.shape[0] != A.shape[1]:
+            raise ValueError(f"adjacency must be a square matrix, got shape {A.shape}")
+        A = A.tocsr()
+        A.sum_duplicates()
+        A.eliminate_zeros()
+        upper, lower = sp.triu(A, k=1).tocoo(), sp.tril(A, k=-1).T.tocsr()
+        if A.diagonal().any():
+            i = int(np.flatnonzero(A.diagonal())[0])
+            raise ValueError(f"adjacency[{i}, {i}] is nonzero: self-loops are not edges of a GTV graph")
+        mismatch = (upper.tocsr() != lower).tocoo()
+        if mismatch.nnz:
+            i, j = int(mismatch.row[0]), int(mismatch.col[0])
+            raise ValueError(f"adjacency is not symmetric: adjacency[{i}, {j}] = {float(A[i, j])!r} but "
+                             f"adjacency[{j}, {i}] = {float(A[j, i])!r}")
+        edges = np.column_stack([upper.row, upper.col])
+        return cls.from_edges(A.shape[0], edges, np.asarray(upper.data, dtype=np.float64))
+
+    @classmethod
+    def from_networkx(cls, graph, weight: str | None = "weight") -> "Graph":
+        """Build a graph from an undirected networkx graph (networkx itself is not required).
+
+        Parameters
+        ----------
+        graph : networkx.Graph
+            Undirected, without self-loops or parallel edges. Node ``k`` of the result is the
+            ``k``-th node of ``list(graph.nodes)``; use that list to map models back.
+        weight : str or None
+            Edge attribute holding the weight (default ``"weight"``; edges without it get 1);
+            None gives every edge weight 1.
+
+        Raises
+        ------
+        ValueError
+            For a directed graph or multigraph, a self-loop, or a weight that is not finite and > 0.
+        """
+        if getattr(graph, "is_directed", lambda: False)() or getattr(graph, "is_multigraph", lambda: False)():
+            raise ValueError("from_networkx needs an undirected simple graph (convert with graph.to_undirected() "
+                             "and merge parallel edges first)")
+        nodes = list(graph.nodes)
+        if not nodes:
+            raise ValueError("from_networkx: the graph has no nodes")
+        index = {node: k for k, node in enumerate(nodes)}
+        triples = [(index[u], index[v], 1.0 if weight is None else data.get(weight, 1.0))
+                   for u, v, data in graph.edges(data=True)]
+        edges = np.array([(i, j) for i, j, _ in triples], dtype=np.int64).reshape(-1, 2)
+        try:
+            weights = np.array([w for _, _, w in triples], dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"from_networkx: edge attribute {weight!r} must be a number on every edge") from None
+        return cls.from_edges(len(nodes), edges, weights)
+
+    @classmethod
     def from_csv(cls, path, n: int | None = None) -> "Graph":
         """Read an edge list CSV with columns ``i, j[, weight]`` (a header line is optional).
 

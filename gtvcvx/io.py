@@ -14,7 +14,8 @@ import numpy as np
 from ._validation import ResourceLimitError, allocation_guard, check_memory
 from .results import GTVResult, Status
 
-__all__ = ["save_result", "load_result", "atomic_write", "atomic_write_text", "read_npz", "read_npy"]
+__all__ = ["save_result", "load_result", "atomic_write", "atomic_write_text", "read_npz", "read_npy",
+           "read_samples_csv"]
 
 
 def _read_umask() -> int:
@@ -227,6 +228,98 @@ def read_npy(path) -> np.ndarray:
             return np.load(path, allow_pickle=False)
     except OSError as exc:
         raise ValueError(f"{path} could not be read: {exc}") from None
+
+
+#: Columns of a samples CSV that are not features.
+SAMPLE_COLUMNS = ("node", "y")
+
+
+def read_samples_csv(path) -> dict:
+    """Stacked local data from a CSV file: one row per sample, columns ``node``, ``y`` and features.
+
+    The header names the columns: ``node`` (the node index of the sample, an integer >= 0),
+    ``y`` (its label or target) and one column per feature, in the order of the header (any
+    other names, e.g. ``x0, x1, ...``). Lines starting with ``#`` are comments.
+
+    Parameters
+    ----------
+    path : str or Path
+
+    Returns
+    -------
+    dict
+        ``{"X": (M, d) float64, "y": (M,) float64, "node": (M,) int64}``, the keys of an
+        ``.npz`` data file, for :meth:`gtvcvx.SquaredError.from_stacked` and the other losses.
+
+    Raises
+    ------
+    ValueError
+        Naming the file and what was expected: a missing ``node`` or ``y`` column, no feature
+        column, a duplicated column name, a cell that is not a finite number (with its line and
+        column), or a node index that is not a non-negative integer. A cell is never quoted
+        (the file may not be a data file at all).
+    ResourceLimitError
+        When the file is too large for the memory budget (checked before parsing).
+    """
+    import pandas as pd
+
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: file not found")
+    # parsing holds the text and about three float64 copies of it: refuse what cannot fit
+    check_memory(8 * path.stat().st_size, f"{path}: parsing a CSV file of {path.stat().st_size} bytes")
+    try:
+        with allocation_guard(f"{path}: its samples"):
+            frame = pd.read_csv(path, comment="#", dtype=str, keep_default_na=False, skipinitialspace=True)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path} is not a samples CSV with a header line 'node,y,x0,...' "
+                         f"({type(exc).__name__})") from None
+    columns = _csv_header(path)
+    if len(columns) != frame.shape[1] or len(set(columns)) != len(columns) or "" in columns:
+        raise ValueError(f"{path}: every column needs its own name in the header line 'node,y,x0,...'")
+    missing = [c for c in SAMPLE_COLUMNS if c not in columns]
+    if missing:
+        raise ValueError(f"{path}: no {' or '.join(repr(c) for c in missing)} column; expected a header "
+                         f"line 'node,y,x0,x1,...' (node index, label, features)")
+    features = [c for c in columns if c not in SAMPLE_COLUMNS]
+    if not features:
+        raise ValueError(f"{path}: no feature column; expected a header line 'node,y,x0,x1,...'")
+    frame.columns = columns
+    values = {}
+    for column in columns:
+        numbers = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=np.float64)
+        bad = np.flatnonzero(~np.isfinite(numbers))
+        if bad.size:
+            raise ValueError(f"{path}:{_csv_line(path, int(bad[0]))}: column {column!r} is not a finite number")
+        values[column] = numbers
+    node = values["node"]
+    bad = np.flatnonzero((node < 0) | (node != np.floor(node)) | (node > np.iinfo(np.int64).max // 2))
+    if bad.size:
+        raise ValueError(f"{path}:{_csv_line(path, int(bad[0]))}: column 'node' must be an integer >= 0")
+    X = np.column_stack([values[c] for c in features]) if len(node) else np.zeros((0, len(features)))
+    return {"X": X, "y": values["y"], "node": node.astype(np.int64)}
+
+
+def _csv_header(path: Path) -> list[str]:
+    """The names of the first non-comment line of a CSV file (stripped)."""
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            if line.strip() and not line.lstrip().startswith("#"):
+                return [name.strip() for name in line.rstrip("\r\n").split(",")]
+    return []
+
+
+def _csv_line(path: Path, row: int) -> int:
+    """The line number (1-based) of data row ``row`` (0-based) of a CSV with one header line."""
+    seen = -1
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            if seen == row:
+                return lineno
+            seen += 1
+    return 0
 
 
 def save_result(result: GTVResult, path) -> Path:

@@ -34,7 +34,9 @@ Example (``problems/paper/table1.toml``)::
 Graph generators: ``sbm``, ``chain``, ``clustered_chain``, ``star``, ``complete``, ``knn`` (built
 on the data points) or ``file = "edges.csv"``. Data generators: ``linear``, ``logistic``,
 ``blobs`` or ``file = "data.npz"`` (loaded with ``allow_pickle=False``; keys ``X``, ``y``,
-``node`` for labelled data or ``points``; optional ``W_true`` and ``labels``). Seeds for the
+``node`` for labelled data or ``points``; optional ``W_true`` and ``labels``) or
+``file = "data.csv"`` (one sample per row, header ``node,y,x0,x1,...``; see
+:func:`gtvcvx.io.read_samples_csv`). Seeds for the
 graph and the data are spawned from the top-level ``seed`` unless given in their tables.
 Every error names the file, the key and what was expected.
 """
@@ -290,12 +292,13 @@ def _build_graph(table: Table, seed, points=None):
 _DATA_GENERATORS = ("linear", "logistic", "blobs", "file")
 
 
-def _load_npz(table: Table):
-    from .io import read_npz
+def _load_data_file(table: Table):
+    """``(path, arrays)`` of a data file: ``.csv`` (samples: ``node, y, features``) or ``.npz``."""
+    from .io import read_npz, read_samples_csv
 
     path = table.path_value("file")
     try:
-        arrays = read_npz(path)
+        arrays = read_samples_csv(path) if path.suffix.lower() == ".csv" else read_npz(path)
     except ValueError as exc:
         raise table.error("file", str(exc)) from None
     allowed = {"X", "y", "node", "points", "W_true", "labels"}
@@ -492,7 +495,7 @@ def load_gtv_spec(path, doc: dict | None = None) -> Spec:
                                   std=data_t.number("std", 1.0, minimum=0), seed=data_seed)
             points, truth_W, truth_labels = pset.points, pset.truth.W, pset.truth.labels
         else:
-            npz_path, arrays = _load_npz(data_t)
+            npz_path, arrays = _load_data_file(data_t)
             if "points" not in arrays:
                 raise data_t.error("file", f"{npz_path} has no 'points' array (needed for a knn graph)")
             points = arrays["points"]
@@ -537,7 +540,7 @@ def load_gtv_spec(path, doc: dict | None = None) -> Spec:
                 raise data_t.error("generator", str(exc)) from None
             X, y, truth_W, truth_labels = ds.X, ds.y, ds.truth.W, ds.truth.labels
         elif data_generator == "file":
-            npz_path, arrays = _load_npz(data_t)
+            npz_path, arrays = _load_data_file(data_t)
             if "points" in arrays:
                 points = arrays["points"]
             elif {"X", "y", "node"} <= set(arrays):

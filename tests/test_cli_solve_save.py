@@ -3,7 +3,6 @@
 from pathlib import Path
 
 import re
-import numpy as np
 import pytest
 
 from gtvcvx.cli import main
@@ -32,13 +31,14 @@ def test_saved_fast_result_round_trips_and_recertifies(tmp_path, capsys):
     assert_optimal(spec.problem, result.W, rtol=1e-6)
 
 
-def test_saved_cvxpy_result_has_no_flows_but_certifies(tmp_path):
+def test_saved_cvxpy_result_carries_the_flows_that_certify_it(tmp_path):
     path = tmp_path / "clarabel.npz"
     assert main(["solve", str(QUICK), "--solver", "CLARABEL", "--save", str(path), "--json"]) == 0
     result = load_result(path)
-    assert result.solver == "CLARABEL" and result.U is None and np.isnan(result.dual)
+    assert result.solver == "CLARABEL" and result.U is not None and result.rel_gap <= 1e-6
     spec = load_spec(QUICK)
-    assert certify(spec.problem, result.W).rel_gap <= 1e-6
+    again = certify(spec.problem, result.W, result.U)  # the saved pair certifies on its own
+    assert again.dual == result.dual and again.rel_gap <= 1e-6
 
 
 def test_save_errors_exit_2(tmp_path, capsys):

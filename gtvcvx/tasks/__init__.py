@@ -41,6 +41,8 @@ def solve_spec(spec, solver: str | None = None, **options):
     Returns
     -------
     GTVResult or RKHSResult
+        Certified whatever the solver: a CVXPY answer comes back with the dual bound and gap
+        gtvcvx certifies for its ``W`` (``result.info["certified"]`` says so).
     """
     from ..runner import normalize_solver_name
 
@@ -50,4 +52,4 @@ def solve_spec(spec, solver: str | None = None, **options):
     solver = normalize_solver_name(solver or (getattr(spec, "solve_options", {}) or {}).get("solver", "fast"))
     base = task.solve_options(spec, solver) if hasattr(task, "solve_options") else {}
     base.update(options)
-    return task.solve(spec, solver, **base)
+    return task.certified(spec, task.solve(spec, solver, **base))
