@@ -1,6 +1,6 @@
 """Bad input, degenerate problems, solver failures and numerical hygiene not pinned elsewhere.
 
-Every test is small and fast; ``reports/robustness.md`` maps each case to its test.
+Every test is small and fast; ``docs/robustness.md`` maps each case to its test.
 """
 
 from __future__ import annotations

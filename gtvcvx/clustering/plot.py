@@ -91,7 +91,13 @@ def plot_clusterpath(path, ax=None, *, color_by=None, show_points: bool = True, 
     if show_points:
         ax.scatter(P[:, 0], P[:, 1], s=10, c=colors, edgecolors="none", zorder=3)
     final = C[-1]
-    ax.scatter(final[:, 0], final[:, 1], s=40, marker="x", c="k", zorder=4, linewidths=1.0)
+    ax.scatter(final[:, 0], final[:, 1], s=40, marker="x", c="k", zorder=4, linewidths=1.0,
+               label=f"centroids at the largest lam ({path.lams[-1]:.3g})")
+    if show_points:
+        ax.scatter([], [], s=10, c=[colors[0]], label="points (colour: " + (
+            "given labels" if color_by is not None else "clusters at the last split") + ")")
+    ax.plot([], [], color=colors[0], lw=linewidth, label="paths of the centroids as lam grows")
+    ax.legend(fontsize=7, loc="best", framealpha=0.8)
     ax.autoscale_view()
     ax.set_xlabel(names[0])
     ax.set_ylabel(names[1])

@@ -23,7 +23,7 @@ def add_arguments(parser) -> None:
     sub.required = True
     for module in _targets():
         p = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
-        p.add_argument("--out", default="reports", help="directory for benchmarks.md and bench/ (default: reports)")
+        p.add_argument("--out", default="reports", help="report directory; results go to its bench/ folder (default: reports)")
         module.add_arguments(p)
         p.set_defaults(_bench=module.run)
 

@@ -387,7 +387,7 @@ def sbm_table1(params: dict, out_dir: Path, *, scale: str = "default") -> Experi
         it, gap, err = zip(*trace)
         axes[0, 0].semilogy(it, gap, ls=ls, marker=marker, ms=4, label=label)
         axes[0, 1].semilogy(it, err, ls=ls, marker=marker, ms=4, label=label)
-    axes[0, 0].axhline(float(p["tol"]), color="gray", lw=0.8)
+    axes[0, 0].axhline(float(p["tol"]), color="gray", lw=0.8, label=f"tolerance {_fmt(float(p['tol']))}")
     axes[0, 0].set_ylabel("certified relative duality gap")
     axes[0, 1].set_ylabel("MSE of the weights")
     for ax in axes[0]:

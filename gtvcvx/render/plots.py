@@ -48,11 +48,13 @@ def _positive(values):
     return np.where(arr > 0, arr, tiny)
 
 
-def convergence_figure(results: dict, path, title: str = "") -> Path | None:
-    """Relative gap vs iteration and vs time for each result that has a history.
+def convergence_figure(results: dict, path, title: str = "", finals: dict | None = None) -> Path | None:
+    """Relative gap vs iteration and vs time for every solver that ran.
 
-    ``results`` maps solver -> result with a ``history`` DataFrame holding ``iteration``,
-    ``time`` and ``rel_gap`` (GTV) or ``rel_gap`` (RKHS). Returns None when no result has one.
+    ``results`` maps solver -> result; one with a ``history`` DataFrame (``iteration``, ``time``,
+    ``rel_gap``) is drawn as a curve. ``finals`` maps solver -> ``(rel_gap, iterations, seconds)``
+    of its certified answer: solvers without a history (CVXPY backends) are drawn as one marker
+    there. Returns None when there is nothing to draw.
     """
     curves = {}
     for solver, result in results.items():
@@ -60,7 +62,9 @@ def convergence_figure(results: dict, path, title: str = "") -> Path | None:
         if hist is None or len(hist) == 0 or "rel_gap" not in getattr(hist, "columns", ()):
             continue
         curves[solver] = hist
-    if not curves:
+    points = {solver: final for solver, final in (finals or {}).items()
+              if solver not in curves and np.isfinite(final[0]) and final[0] > 0}
+    if not curves and not points:
         return None
     plt = _pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(8.0, 3.0), constrained_layout=True)
@@ -70,6 +74,12 @@ def convergence_figure(results: dict, path, title: str = "") -> Path | None:
             axes[0].semilogy(hist["iteration"], gap, marker=".", label=solver)
         if "time" in hist.columns:
             axes[1].semilogy(hist["time"], gap, marker=".", label=solver)
+    for k, (solver, (rel_gap, iterations, seconds)) in enumerate(points.items()):
+        style = {"marker": "*D^sv"[k % 5], "ms": 9, "ls": "none", "color": f"C{len(curves) + k}",
+                 "label": f"{solver} (final answer, certified by gtvcvx)"}
+        if iterations is not None and np.isfinite(iterations):
+            axes[0].semilogy([iterations], [rel_gap], **style)
+        axes[1].semilogy([seconds], [rel_gap], **style)
     axes[0].set_xlabel("iteration")
     axes[1].set_xlabel("time [s]")
     for ax in axes:

@@ -104,5 +104,18 @@ def plot_decision_boundary(spec: RKHSSpec, result: RKHSResult, ax=None, *, resol
     ax.set_ylim(gy[0], gy[-1])
     ax.set_aspect("equal", adjustable="box")
     ax.set_title(title if title is not None else f"{spec.name}: {result.solver}")
-    ax.legend(loc="upper right", fontsize=7, framealpha=0.8)
+    ax.set_xlabel("feature 1")
+    ax.set_ylabel("feature 2")
+    if alpha is not None:  # the shaded regions and the line are marks too: say what they are
+        from matplotlib.lines import Line2D
+        from matplotlib.patches import Patch
+
+        extra = [Patch(color="#f3d6d6", label="predicted -1"), Patch(color="#d6e4f3", label="predicted +1"),
+                 Line2D([], [], color="k", lw=1.2, label="boundary f = 0")]
+    else:
+        extra = []
+    handles, _ = ax.get_legend_handles_labels()
+    # below the axes, so the legend never covers data
+    ax.legend(handles=handles + extra, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3, fontsize=7,
+              frameon=False)
     return ax

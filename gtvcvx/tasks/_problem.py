@@ -130,7 +130,15 @@ class ProblemTask(Task):
     def _convergence(rep, comparison, spec_dir):
         from ..render import plots
 
-        return plots.convergence_figure(comparison.results, spec_dir / "convergence.png", title=rep.name)
+        table = comparison.table
+        finals = {}
+        if table is not None and {"solver", "rel_gap", "solve_time"} <= set(table.columns):
+            for row in table.to_dict("records"):
+                iterations = row.get("iterations")
+                finals[row["solver"]] = (float(row["rel_gap"]), None if iterations is None else float(iterations),
+                                         float(row["solve_time"]))
+        return plots.convergence_figure(comparison.results, spec_dir / "convergence.png", title=rep.name,
+                                        finals=finals)
 
     def figures(self, spec, rep, comparison, spec_dir):
         """Extra figures of the kind: ``[(label, draw)]`` where ``draw()`` returns a path, None,
