@@ -19,6 +19,7 @@ __all__ = ["blas_threads", "single_threaded"]
 
 @functools.lru_cache(maxsize=1)
 def _controller():
+    import scipy.linalg  # noqa: F401 - load SciPy's own BLAS first, so the controller sees it too
     from threadpoolctl import ThreadpoolController
 
     return ThreadpoolController()

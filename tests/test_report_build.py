@@ -108,3 +108,25 @@ def test_a_crashing_experiment_is_reported_not_raised(tmp_path, monkeypatch):
     reports = build_report([spec], tmp_path / "out", formats=["md"])
     assert reports[0].error == "RuntimeError: boom"
     assert "**error:** RuntimeError: boom" in (tmp_path / "out/index.md").read_text()
+
+
+def test_index_shows_the_table1_benchmark_when_the_report_directory_holds_one(tmp_path):
+    """The Table I instance is above a report run's reference size limit; its comparison comes from
+    ``bench/gtv.csv`` (written by ``gtvcvx bench gtv``), the same when built and when re-rendered."""
+    from gtvcvx.report import render_report
+
+    out = tmp_path / "out"
+    (out / "bench").mkdir(parents=True)
+    (out / "bench/gtv.csv").write_text(
+        "solver,status,certified_rel_gap,total_s,time_ratio_vs_fast,peak_MiB,part\n"
+        "fast,optimal,3.6e-07,2.25,1.0,145,paper\nCVXPY+CLARABEL,optimal,3.8e-09,221,98.3,2493,paper\n"
+        "fast,optimal,1e-4,25,1.0,1200,large\n")
+    build_report([QUICK / "chain_l1.toml"], out, solvers=["fast"])
+    index = (out / "index.md").read_text()
+    assert "## Headline: the GTV paper's Table I instance" in index
+    assert "| CVXPY+CLARABEL | optimal | 3.8e-09 | 221 | 98.3 | 2493 |" in index and "| large |" not in index
+    render_report(out)
+    assert (out / "index.md").read_text() == index
+    (out / "bench/gtv.csv").write_text("not,a\nbench,table\n")  # a broken file is said, not fatal
+    render_report(out)
+    assert "could not be read as a `gtvcvx bench gtv` table" in (out / "index.md").read_text()

@@ -70,8 +70,6 @@ CANCER_SCALED = {
 }
 
 
-
-
 def _fmt(mean, std):
     return f"{mean:.3f} ± {std:.3f}" if np.isfinite(std) else f"{mean:.3f}"
 

@@ -222,7 +222,7 @@ def _overview(reports) -> str:
 
 
 def _index_markdown(reports, env: dict, *, command: str, elapsed: float, memory: str | None, rule: str,
-                    root: Path, scale: str) -> str:
+                    root: Path, scale: str, site: Path) -> str:
     from .. import __version__
 
     lines = ["# gtvcvx report", "",
@@ -234,6 +234,7 @@ def _index_markdown(reports, env: dict, *, command: str, elapsed: float, memory:
              "above 1 the fast core is faster, below 1 slower. The reference is the first CVXPY backend "
              "that reached `optimal`; instances above its size limit show none (see the solver selection "
              "rule below, and `reports/bench/` for the large ones).", "", _overview(reports), "",
+             *_bench_headline(site),
              "## How to read the tables", "",
              "Every row is certified by gtvcvx itself: the dual value is a lower bound on the optimum "
              "obtained at a dual-feasible flow (for CVXPY solutions the flow is constructed from W by "
@@ -253,6 +254,34 @@ def _index_markdown(reports, env: dict, *, command: str, elapsed: float, memory:
                                for r in reports])]
     lines += ["", f"Total run time: {elapsed:.1f} s.", ""]
     return "\n".join(lines)
+
+
+#: Columns of the Table I benchmark shown in the index (from ``bench/gtv.csv``, ``part == "paper"``).
+_BENCH_COLUMNS = {"solver": "solver", "status": "status", "certified_rel_gap": "certified rel gap",
+                  "total_s": "time [s]", "time_ratio_vs_fast": "time / fast time", "peak_MiB": "peak [MiB]"}
+
+
+def _bench_headline(root: Path) -> list[str]:
+    """Index lines for the GTV paper's Table I instance as ``gtvcvx bench gtv`` measured it.
+
+    That instance is above the CVXPY size limit of a report run (CLARABEL needs minutes and
+    GiB on it), so the comparison comes from the benchmark's own file when the report directory
+    holds one; nothing is shown otherwise.
+    """
+    path = Path(root) / "bench" / "gtv.csv"
+    if not path.is_file():
+        return []
+    try:
+        table = pd.read_csv(path)
+        rows = table[table["part"] == "paper"][list(_BENCH_COLUMNS)].rename(columns=_BENCH_COLUMNS)
+    except (ValueError, KeyError, OSError, pd.errors.ParserError):
+        return ["(`bench/gtv.csv` could not be read as a `gtvcvx bench gtv` table; run the benchmark again.)", ""]
+    if not len(rows):
+        return []
+    return ["## Headline: the GTV paper's Table I instance (from `gtvcvx bench gtv`)", "",
+            "Too large for the references of a report run, so measured by the benchmark (every solver in a "
+            "fresh process, same instance, certified by gtvcvx); details in [bench/README.md](bench/README.md).",
+            "", _markdown_table(rows, digits=3), ""]
 
 
 SELECTION_RULE = ("the fast core always runs; a CVXPY reference (CLARABEL, SCS) runs when the instance "
@@ -406,7 +435,7 @@ def _write_report(specs, reports, out, final, *, paths, solvers, formats, progre
            "memory": next((r.memory for r in reports if r.memory), None),
            "seconds": round(time.perf_counter() - t0, 3), "specs": [_report_record(r) for r in reports]}
     atomic_write_text(out / RESULTS_FILE, json.dumps(doc, indent=1) + "\n")
-    _render(out, doc, formats)
+    _render(out, doc, formats, site=final)
 
 
 # ---------------------------------------------------------------------------------------
@@ -457,8 +486,12 @@ def _report_from_record(record: dict, where: str) -> SpecReport:
     return rep
 
 
-def _render(out: Path, doc: dict, formats) -> list[SpecReport]:
-    """Write every page and summary of the report in ``out`` from its results ``doc``."""
+def _render(out: Path, doc: dict, formats, site: Path | None = None) -> list[SpecReport]:
+    """Write every page and summary of the report in ``out`` from its results ``doc``.
+
+    ``site`` is the report directory the pages will live in (``out`` unless ``out`` is a staging
+    folder); the index looks there for files other commands wrote (``bench/``).
+    """
     specs = doc.get("specs")
     if not isinstance(specs, list):
         raise ValueError(f"{out / RESULTS_FILE}: 'specs' must be a list")
@@ -492,7 +525,7 @@ def _render(out: Path, doc: dict, formats) -> list[SpecReport]:
     if "md" in formats or "html" in formats:
         index_md = _index_markdown(reports, env, command=command, elapsed=float(doc.get("seconds") or 0.0),
                                    memory=doc.get("memory"), rule=rule, root=out,
-                                   scale=str(doc.get("scale") or "default"))
+                                   scale=str(doc.get("scale") or "default"), site=site or out)
         if "md" in formats:
             atomic_write_text(out / "index.md", index_md)
         if "html" in formats:
