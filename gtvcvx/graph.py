@@ -203,8 +203,8 @@ class Graph:
         Raises
         ------
         ValueError
-            When the matrix is not square, not symmetric (naming an entry), has a nonzero
-            diagonal entry, or a weight that is not finite and > 0.
+            When the matrix is not square, not real, not symmetric (naming an entry), has a
+            nonzero diagonal entry, or a weight that is not finite and > 0.
 
         Examples
         --------
@@ -214,9 +214,11 @@ class Graph:
         """
         import scipy.sparse as sp
 
-        A = sp.coo_array(adjacency) if sp.issparse(adjacency) else sp.coo_array(np.asarray(adjacency))
+        A = sp.coo_array(adjacency)  # sparse, dense or nested lists alike
         if A.ndim != 2 or A.shape[0] != A.shape[1]:
             raise ValueError(f"adjacency must be a square matrix, got shape {A.shape}")
+        if A.dtype.kind not in "biuf":  # complex weights would lose their imaginary part silently
+            raise ValueError(f"adjacency must hold real weights, got dtype {A.dtype}")
         A = A.tocsr()
         A.sum_duplicates()
         A.eliminate_zeros()

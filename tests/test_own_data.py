@@ -81,6 +81,9 @@ def test_graph_from_scipy_sparse_keeps_weights_and_refuses_bad_matrices():
         g.Graph.from_scipy_sparse(np.diag([0.0, 1.0]))
     with pytest.raises(ValueError, match="square"):
         g.Graph.from_scipy_sparse(np.zeros((2, 3)))
+    with pytest.raises(ValueError, match="real weights, got dtype complex128"):
+        g.Graph.from_scipy_sparse(np.array([[0, 1j], [1j, 0]]))
+    assert g.Graph.from_scipy_sparse([[0, 1], [1, 0]]).n_edges == 1  # nested lists
     with pytest.raises(ValueError, match="must be finite and > 0"):
         g.Graph.from_scipy_sparse(np.array([[0, -1.0], [-1.0, 0]]))
 
