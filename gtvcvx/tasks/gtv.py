@@ -98,8 +98,9 @@ class GTVTask(ProblemTask):
     def certified(self, spec, result):
         """A CVXPY answer carries no certified bound: certify its ``W`` as reports do (flows built
         from ``W``, :func:`gtvcvx.testing.certify`) and return a copy holding the bound."""
-        if np.isfinite(result.dual) or result.W is None or not np.isfinite(result.W).all():
-            return result
+        if ("certified" in result.info or np.isfinite(result.dual) or result.W is None
+                or not np.isfinite(result.W).all()):
+            return result  # certified already (also when no finite bound exists), or nothing to certify
         cert = certify(spec.problem, result.W)
         return dataclasses.replace(result, U=cert.U, primal=cert.primal, dual=cert.dual, gap=cert.gap,
                                    rel_gap=cert.rel_gap, info={**result.info, "certified": CERTIFIED_FROM_W})
