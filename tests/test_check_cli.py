@@ -103,7 +103,7 @@ def test_usage_errors_exit_2(tmp_path, capsys):
     assert info.value.code == 2
 
 
-def toy(params, out_dir, *, scale="default"):
+def toy(params, out_dir, *, scale="default", studies=None):
     return ExperimentOutput(title="toy", markdown="", tables={"t": pd.DataFrame({"a": [1]})},
                             measured={"best_ari": 0.8, "runtime": 3.0})
 

@@ -23,7 +23,7 @@ def stub_experiments(monkeypatch):
 
     names = list(experiments.registry())
 
-    def stub(params, out_dir, *, scale="default"):
+    def stub(params, out_dir, *, scale="default", studies=None):
         import matplotlib
 
         matplotlib.use("Agg")

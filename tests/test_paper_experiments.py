@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gtvcvx.experiments import paper, registry
+from gtvcvx.experiments import StudyRecord, StudyStore, paper, registry, render_record
 from gtvcvx import load_spec
 
 SPEC_DIR = Path(__file__).resolve().parents[1] / "problems" / "paper"
@@ -22,10 +22,12 @@ def _checked_names(spec):
 def quick_runs(tmp_path_factory):
     out = tmp_path_factory.mktemp("paper")
     runs = {}
+    studies = StudyStore()
     for spec_path in STUDY_SPECS:
         spec = load_spec(spec_path)
-        runs[spec.experiment] = (spec, registry()[spec.experiment](dict(spec.params), out, scale="quick"))
-    return out, runs
+        runs[spec.experiment] = (spec, registry()[spec.experiment](dict(spec.params), out, scale="quick",
+                                                                   studies=studies))
+    return out, runs, studies
 
 
 def test_study_specs_are_registered_and_match_defaults():
@@ -44,7 +46,7 @@ def test_study_specs_are_registered_and_match_defaults():
 
 @pytest.mark.parametrize("spec_path", STUDY_SPECS, ids=lambda p: p.stem)
 def test_quick_run_returns_checked_measurements_and_figures(quick_runs, spec_path):
-    out, runs = quick_runs
+    out, runs, _ = quick_runs
     spec = load_spec(spec_path)
     _, output = runs[spec.experiment]
     missing = _checked_names(spec) - set(output.measured)
@@ -57,7 +59,7 @@ def test_quick_run_returns_checked_measurements_and_figures(quick_runs, spec_pat
 
 
 def test_quick_results_make_sense(quick_runs):
-    _, runs = quick_runs
+    _, runs, _ = quick_runs
     t1 = runs["paper_sbm_table1"][1].measured
     assert t1["gtv_rel_gap"] <= 1e-6 and t1["gtv_ari"] == 1.0
     assert t1["ifca_mse"] < 1e-4 < t1["fedavg_mse"]  # IFCA with restarts recovers the two clusters
@@ -68,19 +70,56 @@ def test_quick_results_make_sense(quick_runs):
 
 
 def test_summary_reuses_runs_with_the_same_parameters_and_checks_hold(quick_runs, tmp_path):
-    out, runs = quick_runs
-    # every study wrote its result (parameters, measured values) next to its figures
-    record = json.loads((out / "paper_sbm_table1.json").read_text())
-    assert record["measured"] == runs["paper_sbm_table1"][1].measured and record["params"]["seed"] == 0
+    out, runs, studies = quick_runs
+    # every study wrote its record (parameters, measured values, tables) next to its figures
+    record = StudyRecord.load(out / "paper_sbm_table1.json")
+    assert record.measured == runs["paper_sbm_table1"][1].measured and record.params["seed"] == 0
+    saved, ran = record.tables["table1"], runs["paper_sbm_table1"][1].tables["table1"]
+    assert list(saved["method"]) == list(ran["method"])
+    for column in ("weight_mse", "prediction_mse", "rel_gap"):  # CSV keeps every bit (%.17g)
+        assert saved[column].astype(float).equals(ran[column].astype(float)), column
     # a run with other parameters must not leak into the summary (results never depend on call order)
-    other = paper.sbm_k_clusters({"seed": 7}, tmp_path / "other", scale="quick")
+    other = paper.sbm_k_clusters({"seed": 7}, tmp_path / "other", scale="quick", studies=studies)
     spec = load_spec(SPEC_DIR / "summary.toml")
-    output = paper.paper_reproduction(dict(spec.params), tmp_path, scale="quick")
-    assert "run here:" not in output.markdown  # nothing re-run: every study was run with these parameters
-    assert "Paper versus measured" in output.markdown
+    output = paper.paper_reproduction(dict(spec.params), tmp_path, scale="quick", studies=studies)
+    summary = StudyRecord.load(output.record)
+    assert summary.facts["ran_here"] == []  # nothing re-run: every study was run with these parameters
+    assert set(summary.tables["runtime"]["study"]) == set(paper.RENDERERS) - {"paper_reproduction"}
+    comparison = summary.tables["paper_vs_measured"]
+    gtv_row = comparison[comparison["quantity"] == "Table I, GTV"].iloc[0]
+    assert gtv_row["paper"] == paper.PAPER_VALUES["gtv"] and gtv_row["measured"] == pytest.approx(
+        runs["paper_sbm_table1"][1].measured["gtv_mse"], rel=1e-15)
     assert set(_checked_names(spec)) <= set(output.measured)
     assert output.measured["table1_gtv_rel_gap"] == runs["paper_sbm_table1"][1].measured["gtv_rel_gap"]
     k_measured = runs["paper_sbm_k_clusters"][1].measured
     assert all(output.measured[f"kclusters_{k}"] == v for k, v in k_measured.items())
     assert other.measured != k_measured
     assert all((tmp_path / Path(f).name).is_file() for f in output.figures)
+    # the summary's directory holds every study's record: its page renders again from there alone
+    assert render_record(summary) == output.markdown
+
+
+def test_summary_without_a_store_runs_every_study(tmp_path):
+    output = paper.paper_reproduction({"paper_chain": {"repetitions": 1}}, tmp_path, scale="quick")
+    assert StudyRecord.load(output.record).facts["ran_here"] == list(paper.RENDERERS)[:-1]
+
+
+@pytest.mark.parametrize("spec_path", STUDY_SPECS, ids=lambda p: p.stem)
+def test_study_text_renders_again_from_its_record_alone(quick_runs, spec_path):
+    _, runs, _ = quick_runs
+    output = runs[load_spec(spec_path).experiment][1]
+    record = StudyRecord.load(output.record)
+    assert render_record(record) == output.markdown
+    assert record.figures == [Path(f).name for f in output.figures]
+
+
+def test_a_study_record_refuses_foreign_files(tmp_path):
+    (tmp_path / "x.json").write_text('{"format": "something else"}')
+    with pytest.raises(ValueError, match="expected a study record"):
+        StudyRecord.load(tmp_path / "x.json")
+    (tmp_path / "y.json").write_text('{"format": "gtvcvx-study/1", "study": "paper_chain", '
+                                     '"tables": {"chain_summary": "../secret.csv"}}')
+    with pytest.raises(ValueError, match="tables.chain_summary: expected a file name next to the record"):
+        StudyRecord.load(tmp_path / "y.json")
+    with pytest.raises(ValueError, match="no renderer for study 'nope'"):
+        render_record(StudyRecord(study="nope", title="", params={}, measured={}))

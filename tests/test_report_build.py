@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 QUICK = ROOT / "problems/quick"
 
 
-def toy_experiment(params, out_dir, *, scale="default"):
+def toy_experiment(params, out_dir, *, scale="default", studies=None):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -100,7 +100,7 @@ def test_report_rejects_bad_input_before_running(tmp_path):
 
 
 def test_a_crashing_experiment_is_reported_not_raised(tmp_path, monkeypatch):
-    def broken(params, out_dir, *, scale="default"):
+    def broken(params, out_dir, *, scale="default", studies=None):
         raise RuntimeError("boom")
 
     monkeypatch.setattr(experiments, "registry", lambda: {"toy": broken})
@@ -130,3 +130,40 @@ def test_index_shows_the_table1_benchmark_when_the_report_directory_holds_one(tm
     (out / "bench/gtv.csv").write_text("not,a\nbench,table\n")  # a broken file is said, not fatal
     render_report(out)
     assert "could not be read as a `gtvcvx bench gtv` table" in (out / "index.md").read_text()
+
+
+def recorded_study(params, out_dir, *, scale="default", studies=None):
+    """A study that leaves a record: its text is a function of the record alone."""
+    record = experiments.StudyRecord(study="toy", title="Recorded toy", params=dict(params),
+                                     measured={"best_ari": 0.9}, tables={"sweep": pd.DataFrame({"k": [1, 2]})})
+    path = record.save(out_dir)
+    return ExperimentOutput(title=record.title, markdown=experiments.render_record(record), tables=record.tables,
+                            measured=record.measured, record=path)
+
+
+def test_render_rewrites_a_study_page_from_its_record_without_running_it(tmp_path, monkeypatch):
+    from gtvcvx.report import render_report
+
+    monkeypatch.setattr(experiments, "registry", lambda: {"toy": recorded_study})
+    monkeypatch.setattr(experiments, "renderers", lambda: {"toy": lambda r: f"rows: {len(r.tables['sweep'])}"})
+    spec = write_experiment_spec(tmp_path / "toy.toml")
+    spec.write_text(spec.read_text().replace('experiment = "toy"', 'experiment = "toy"\noutput = "toy.md"'))
+    out = tmp_path / "out"
+    build_report([spec], out)
+    assert (out / "toy/toy.json").is_file() and (out / "toy/toy.sweep.csv").is_file()
+    assert "rows: 2" in (out / "toy.md").read_text()
+    results = json.loads((out / "specs/results.json").read_text())["specs"][0]
+    assert results["experiment_record"] == "toy/toy.json" and "toy/toy.sweep.csv" in results["files"]
+
+    monkeypatch.setattr(experiments, "registry", lambda: {})  # nothing can run now
+    monkeypatch.setattr(experiments, "renderers", lambda: {"toy": lambda r: f"{len(r.tables['sweep'])} rows"})
+    render_report(out)
+    for page in ("toy.md", "specs/toy_study/experiment.md", "specs/toy_study/report.md"):
+        text = (out / page).read_text()
+        assert "2 rows" in text and "rows: 2" not in text, page
+
+    doc = json.loads((out / "specs/results.json").read_text())
+    doc["specs"][0]["experiment_record"] = "../elsewhere/toy.json"
+    (out / "specs/results.json").write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match="leaves the report directory"):
+        render_report(out)

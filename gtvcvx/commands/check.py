@@ -104,6 +104,7 @@ def run(args) -> int:
 def _run(args) -> int:
     from .. import __version__
     from ..environment import environment
+    from ..experiments import StudyStore
     from ..io import atomic_write, atomic_write_text
     from ..tasks import find_specs, load_spec
     from ..tasks.checks import run_checks, validate_checks
@@ -126,12 +127,13 @@ def _run(args) -> int:
     t0 = time.perf_counter()
     results = []
     width = max(len(s.name) for s in specs)
-    # experiments write their figures under one directory that lives for the whole run (a
-    # summary experiment may reuse the outputs of the studies run before it)
+    # experiments write their files under one directory that lives for the whole run, and a
+    # summary experiment reuses the records of the studies run before it with its parameters
+    studies = StudyStore()
     with tempfile.TemporaryDirectory(prefix="gtvcvx-check-") as scratch:
         for k, spec in enumerate(specs):
             r = run_checks(spec, solver=args.solver, reference=args.reference, max_rel_gap=args.max_rel_gap,
-                           scale=scale_of(args), cache=cache, out_dir=Path(scratch) / f"{k:03d}")
+                           scale=scale_of(args), cache=cache, out_dir=Path(scratch) / f"{k:03d}", studies=studies)
             results.append(r)
             for o in r.outcomes:
                 if args.quiet and o.outcome in ("passed", "skipped"):

@@ -1,8 +1,14 @@
 """Experiments: multi-run studies (paper reproductions, sweeps) driven by ``kind = "experiment"`` specs.
 
 Each module in this package defines ``EXPERIMENTS = {"name": function}``; a function has the
-signature ``function(params: dict, out_dir: Path, *, scale: str = "default") -> ExperimentOutput``
-and writes its figures into ``out_dir``. ``scale`` is one of :data:`SCALES`: ``"full"`` runs the
+signature ``function(params: dict, out_dir: Path, *, scale: str = "default", studies=None) ->
+ExperimentOutput`` and writes its figures into ``out_dir``. A study that separates running from
+rendering also writes a :class:`StudyRecord` (parameters, measured values, tables as CSV, the
+facts its text quotes) next to its figures and registers a renderer in its module's
+``RENDERERS = {"name": function(record) -> str}``; ``gtvcvx render`` then rewrites its section
+from the record without solving (:func:`render_record`). ``studies`` is a :class:`StudyStore`
+shared by the specs of one ``gtvcvx report`` / ``gtvcvx check`` run, so that a summary reuses
+the records of studies already run with the same parameters. ``scale`` is one of :data:`SCALES`: ``"full"`` runs the
 source's protocol (every repetition and sweep point), ``"default"`` a smaller version that keeps
 the main job (``gtvcvx report problems``) within minutes, ``"quick"`` a smoke test for CI; a spec's
 ``[params]`` override every scale (see :func:`scaled_params`). Specs name an experiment from this registry (never an
@@ -22,10 +28,17 @@ arbitrary import path)::
 from __future__ import annotations
 
 import importlib
+import json
 import pkgutil
 from dataclasses import dataclass, field
+from pathlib import Path
 
-__all__ = ["ExperimentOutput", "SCALES", "check_scale", "scaled_params", "registry", "get_experiment"]
+import pandas as pd
+
+from ..io import atomic_write_text
+
+__all__ = ["ExperimentOutput", "SCALES", "check_scale", "scaled_params", "registry", "get_experiment",
+           "StudyRecord", "StudyStore", "renderers", "render_record"]
 
 #: Sizes an experiment can run at, smallest first.
 SCALES = ("quick", "default", "full")
@@ -82,6 +95,9 @@ class ExperimentOutput:
         Image files the experiment wrote into ``out_dir``.
     measured : dict of str -> float
         Named numbers that ``[check]`` thresholds of the spec can refer to.
+    record : Path or None
+        The :class:`StudyRecord` file the experiment wrote (its tables are CSV files next to
+        it), when its text can be rendered again from data.
     """
 
     title: str
@@ -89,6 +105,109 @@ class ExperimentOutput:
     tables: dict = field(default_factory=dict)
     figures: list = field(default_factory=list)
     measured: dict = field(default_factory=dict)
+    record: Path | None = None
+
+
+#: Format tag of a study record file.
+RECORD_FORMAT = "gtvcvx-study/1"
+
+
+@dataclass
+class StudyRecord:
+    """What one study measured, as data: enough to render its text again without solving.
+
+    Attributes
+    ----------
+    study : str
+        The experiment name (a key of :func:`registry` and of :func:`renderers`).
+    title : str
+    params : dict
+        The effective parameters (after the scale and the spec's overrides).
+    measured : dict of str -> float
+    tables : dict of str -> pandas.DataFrame
+    facts : dict
+        Other JSON values the text quotes (sizes of the data, a side computation's numbers).
+    figures : list of str
+        Figure file names, relative to the record's directory.
+    directory : Path or None
+        Where the record was saved or loaded from (not part of the file).
+    """
+
+    study: str
+    title: str
+    params: dict
+    measured: dict
+    tables: dict = field(default_factory=dict)
+    facts: dict = field(default_factory=dict)
+    figures: list = field(default_factory=list)
+    directory: Path | None = field(default=None, compare=False)
+
+    def save(self, directory) -> Path:
+        """Write ``<directory>/<study>.json`` and one ``<study>.<table>.csv`` per table; the JSON path."""
+        directory = Path(directory)
+        tables = {}
+        for key, df in self.tables.items():
+            name = f"{self.study}.{key}.csv"
+            atomic_write_text(directory / name, df.to_csv(index=False, float_format="%.17g"))
+            tables[key] = name
+        doc = {"format": RECORD_FORMAT, "study": self.study, "title": self.title, "params": self.params,
+               "measured": self.measured, "facts": self.facts, "figures": [Path(f).name for f in self.figures],
+               "tables": tables}
+        path = directory / f"{self.study}.json"
+        atomic_write_text(path, json.dumps(doc, indent=1, sort_keys=True, default=str) + "\n")
+        self.directory = directory
+        return path
+
+    @classmethod
+    def load(cls, path) -> "StudyRecord":
+        """The record saved at ``path`` (tables read from the CSV files next to it).
+
+        Raises
+        ------
+        ValueError
+            Not a study record, or a table file outside the record's directory.
+        """
+        path = Path(path)
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{path}: not readable as a study record ({exc})") from None
+        if not isinstance(doc, dict) or doc.get("format") != RECORD_FORMAT:
+            raise ValueError(f"{path}: expected a study record (format {RECORD_FORMAT!r})")
+        tables = {}
+        for key, name in dict(doc.get("tables") or {}).items():
+            if not isinstance(name, str) or Path(name).name != name or name.startswith("."):
+                raise ValueError(f"{path}: tables.{key}: expected a file name next to the record, got {name!r}")
+            tables[key] = pd.read_csv(path.parent / name)
+        return cls(study=str(doc["study"]), title=str(doc.get("title", "")), params=dict(doc.get("params") or {}),
+                   measured=dict(doc.get("measured") or {}), tables=tables, facts=dict(doc.get("facts") or {}),
+                   figures=[str(f) for f in doc.get("figures") or []], directory=path.parent)
+
+
+class StudyStore:
+    """Records of the studies run in one ``gtvcvx report`` / ``gtvcvx check`` run.
+
+    Keyed by study name *and* effective parameters (the seeds are parameters): a summary reuses
+    a study's record only when it was run with exactly the parameters the summary would use, so
+    what it reports never depends on which runs happened before; the store only saves time.
+    It is created by the caller and passed explicitly (no module state).
+    """
+
+    def __init__(self):
+        self._records: dict = {}
+
+    @staticmethod
+    def key(study: str, params: dict) -> tuple:
+        return study, json.dumps(params, sort_keys=True, default=str)
+
+    def put(self, record: StudyRecord) -> None:
+        self._records[self.key(record.study, record.params)] = record
+
+    def get(self, study: str, params: dict) -> StudyRecord | None:
+        return self._records.get(self.key(study, params))
+
+    def __len__(self) -> int:
+        return len(self._records)
 
 
 def registry() -> dict:
@@ -103,6 +222,29 @@ def registry() -> dict:
                 raise RuntimeError(f"experiment {name!r} is defined twice")
             found[name] = function
     return found
+
+
+def renderers() -> dict:
+    """Every study name -> ``function(record) -> Markdown``, from the modules' ``RENDERERS``."""
+    found = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if not info.name.startswith("_"):
+            found.update(getattr(importlib.import_module(f"{__name__}.{info.name}"), "RENDERERS", {}))
+    return found
+
+
+def render_record(record: StudyRecord) -> str:
+    """The Markdown of a study from its record (no solving).
+
+    Raises
+    ------
+    ValueError
+        No renderer is registered for ``record.study``.
+    """
+    table = renderers()
+    if record.study not in table:
+        raise ValueError(f"no renderer for study {record.study!r}; expected one of {sorted(table)}")
+    return table[record.study](record)
 
 
 def get_experiment(name: str):

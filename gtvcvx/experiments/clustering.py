@@ -68,7 +68,7 @@ def _figure_ari(path, ari, name: str, file: Path) -> None:
     atomic_savefig(fig, file, dpi=110)
 
 
-def clustering_real_data(params: dict, out_dir: Path, *, scale: str = "default") -> ExperimentOutput:
+def clustering_real_data(params: dict, out_dir: Path, *, scale: str = "default", studies=None) -> ExperimentOutput:
     """Clustering paths on iris and wine with ARI, certificates and clusterpath figures."""
     from matplotlib.figure import Figure  # noqa: F401  (fail early without matplotlib)
 

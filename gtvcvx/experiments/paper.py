@@ -25,9 +25,14 @@ Studies (each an experiment of this registry, each with a spec ``problems/paper/
     the paper's Theorem 2 certify exact recovery of the clusters.
 ``paper_reproduction``
     The summary (spec ``problems/paper/summary.toml`` with ``output = "paper.md"``): paper
-    value and measured value side by side. It reuses a study's result from this process only
-    when it was run with the same parameters (:class:`StudyResults`; ``gtvcvx report
-    problems/paper`` runs the study specs first), and runs the study otherwise.
+    value and measured value side by side. It reuses a study's record from the same report
+    only when it was run with the same parameters (:class:`~gtvcvx.experiments.StudyStore`;
+    ``gtvcvx report problems/paper`` runs the study specs first), and runs the study otherwise.
+
+Each study writes its record (:class:`~gtvcvx.experiments.StudyRecord`: parameters, measured
+values, tables as CSV, the facts its text quotes) next to its figures, and its text is rendered
+from that record by :mod:`gtvcvx.render.paper` (``RENDERERS``), so ``gtvcvx render`` rewrites it
+without solving.
 
 Parameters live in ``paper_defaults.toml`` next to this module: its top-level tables are the
 paper's protocol (``scale="full"``), ``[default.<study>]`` shrinks the heavy studies for the main
@@ -40,7 +45,6 @@ Every generator is seeded; all numbers are reproducible.
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
 import time
@@ -51,37 +55,19 @@ import numpy as np
 import pandas as pd
 
 from .._threads import single_threaded
-from ..io import atomic_savefig, atomic_write_text
+from ..io import atomic_savefig
 from ..progress import substep
 from ..recovery import (
     exact_recovery_conditions,
     reduced_cluster_problem,
     solution_clusters,
 )
-from ..render.tables import markdown_table
-from . import SCALES, ExperimentOutput, scaled_params
+from ..render import paper as text
+from ..render.paper import PAPER_VALUES, fmt
+from . import SCALES, ExperimentOutput, StudyRecord, scaled_params
 
-__all__ = ["EXPERIMENTS", "DEFAULTS", "SCALED", "RESULTS", "StudyResults", "PAPER_VALUES", "sbm_table1",
-           "sbm_k_clusters", "chain_sweep", "digits_study", "lam_guidance", "paper_reproduction",
-           "prediction_mse"]
-
-#: Numbers the paper states (Table I; the authors' notebook prints the same values).
-PAPER_VALUES = {"gtv": 1.42e-5, "ifca": 2.82, "fedavg": 2.86}
-
-#: Sources of the setup details (cited in the report).
-SOURCES = {
-    "paper": "Y. SarcheshmehPour, Y. Tian, L. Zhang, A. Jung, \"Clustered federated learning via generalized "
-             "total variation minimization\", IEEE Trans. Signal Processing 71, 2023; arXiv 2105.12769 "
-             "(abstract: https://ar5iv.labs.arxiv.org/html/2105.12769)",
-    "notebook_sbm": "authors' repository github.com/sahelyiyi/FederatedLearning, experiments/SBM_experiment_ifca.ipynb "
-                    "(Table I numbers, IFCA configuration, Algorithm 1 with K = 2000 iterations)",
-    "notebook_chain": "github.com/sahelyiyi/FederatedLearning, experiments/chain_experiment.ipynb "
-                      "(chain of two clusters, d = 2, m = 5, w = (2, 2) and (-2, 2))",
-    "notebook_mnist": "github.com/sahelyiyi/FederatedLearning, experiments/mnist_NN_experiment.ipynb "
-                      "(clusters of digit pairs {0,1} and {2,3}, 3-NN graph with exponential weights, lam sweep)",
-    "ifca": "A. Ghosh, J. Chung, D. Yin, K. Ramchandran, \"An efficient framework for clustered federated "
-            "learning\", NeurIPS 2020",
-}
+__all__ = ["EXPERIMENTS", "RENDERERS", "DEFAULTS", "SCALED", "PAPER_VALUES", "sbm_table1", "sbm_k_clusters",
+           "chain_sweep", "digits_study", "lam_guidance", "paper_reproduction", "prediction_mse"]
 
 def _load_defaults() -> tuple[dict, dict]:
     """``(DEFAULTS, SCALED)`` from ``paper_defaults.toml`` next to this module (the single source)."""
@@ -96,38 +82,6 @@ def _load_defaults() -> tuple[dict, dict]:
 DEFAULTS, SCALED = _load_defaults()
 
 
-class StudyResults:
-    """Results of studies run in this process, keyed by study name *and* effective parameters.
-
-    The summary reuses a study's result only when it was run with exactly the parameters the
-    summary would use (the seeds are parameters), so what the summary reports never depends on
-    which runs happened before; the store only saves time. Every study also writes its result
-    (parameters, measured values, Markdown, figure names) to ``<out_dir>/<study>.json`` next to
-    its figures.
-    """
-
-    def __init__(self):
-        self._store: dict = {}
-
-    @staticmethod
-    def key(name: str, params: dict) -> tuple:
-        return name, json.dumps(params, sort_keys=True, default=str)
-
-    def put(self, name: str, params: dict, result: dict, out_dir: Path) -> None:
-        self._store[self.key(name, params)] = result
-        record = {"study": name, "params": params, "measured": result["measured"], "markdown": result["markdown"],
-                  "figures": [Path(f).name for f in result["figures"]]}
-        atomic_write_text(Path(out_dir) / f"{name}.json", json.dumps(record, indent=1, sort_keys=True, default=str)
-                          + "\n")
-
-    def get(self, name: str, params: dict):
-        return self._store.get(self.key(name, params))
-
-
-#: The studies' results in this process (see :class:`StudyResults`).
-RESULTS = StudyResults()
-
-
 # =======================================================================================
 # small shared helpers
 # =======================================================================================
@@ -139,36 +93,6 @@ def _params(name: str, params: dict | None, scale: str) -> dict:
 
 def _seeds(seed, count: int):
     return [np.random.default_rng(s) for s in np.random.SeedSequence(int(seed)).spawn(count)]
-
-
-def _fmt(x, digits: int = 3) -> str:
-    if x is None:
-        return "-"
-    if isinstance(x, str):
-        return x
-    if isinstance(x, (bool, np.bool_)):
-        return "yes" if x else "no"
-    if isinstance(x, (int, np.integer)):
-        return str(int(x))
-    x = float(x)
-    if math.isnan(x):
-        return "-"
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    if x == 0:
-        return "0"
-    if 1e-3 <= abs(x) < 1e4:
-        return f"{x:.{digits}g}"
-    return f"{x:.{digits - 1}e}"
-
-
-def _md_table(df: pd.DataFrame, columns=None, digits: int = 3) -> str:
-    """The package's table writer with the studies' conventions: missing values as ``-``, flags as yes/no."""
-    return markdown_table(df, columns, digits, nan="-", decorate=_yes_no)
-
-
-def _yes_no(column, value, row):
-    return ("yes" if value else "no") if isinstance(value, (bool, np.bool_)) else None
 
 
 def prediction_mse(loss, W) -> float:
@@ -267,7 +191,7 @@ def _new_figure(width=6.4, height=4.0, ncols=1, nrows=1, **kw):
 # Study 1: Table I
 # =======================================================================================
 @single_threaded
-def sbm_table1(params: dict, out_dir: Path, *, scale: str = "default") -> ExperimentOutput:
+def sbm_table1(params: dict, out_dir: Path, *, scale: str = "default", studies=None) -> ExperimentOutput:
     """Table I: certified GTV, plain Algorithm 1 after fixed iteration counts, and the baselines."""
     from ..baselines import fedavg, ifca, local_only, oracle_fedavg
     from ..metrics import adjusted_rand_index, mse
@@ -292,7 +216,7 @@ def sbm_table1(params: dict, out_dir: Path, *, scale: str = "default") -> Experi
 
     # --- GTV, certified (restarted Halpern PDHG)
     gtv, secs, trace_gtv = _certified_with_trace(problem, float(p["tol"]), W_true)
-    add(f"GTV nLasso lam={_fmt(p['lam'])}, certified (fast core)", gtv.W, paper=PAPER_VALUES["gtv"],
+    add(f"GTV nLasso lam={fmt(p['lam'])}, certified (fast core)", gtv.W, paper=PAPER_VALUES["gtv"],
         iterations=gtv.iterations, seconds=secs, rel_gap=gtv.rel_gap, status=str(gtv.status),
         clusters=solution_clusters(problem.graph, gtv.W, 1e-3 * sep),
         note="mean loss (1/m_i)||y_i - X_i w||^2")
@@ -309,10 +233,10 @@ def sbm_table1(params: dict, out_dir: Path, *, scale: str = "default") -> Experi
     if p["authors_scaling"]:
         prob_a = GTVProblem(problem.graph, _scaled_sum_loss(loss), problem.penalty, float(p["lam"]))
         gtv_a, secs_a, trace_ga = _certified_with_trace(prob_a, float(p["tol"]), W_true)
-        add(f"GTV nLasso, authors' scaling (sum loss), lam={_fmt(p['lam'])}, certified", gtv_a.W,
+        add(f"GTV nLasso, authors' scaling (sum loss), lam={fmt(p['lam'])}, certified", gtv_a.W,
             iterations=gtv_a.iterations, seconds=secs_a, rel_gap=gtv_a.rel_gap, status=str(gtv_a.status),
             clusters=solution_clusters(problem.graph, gtv_a.W, 1e-3 * sep),
-            note=f"= mean loss with lam={_fmt(p['lam'] / p['m'])}")
+            note=f"= mean loss with lam={fmt(p['lam'] / p['m'])}")
         cap_a, trace_pa, secs_pa, _ = _plain_algorithm1(prob_a, p["pdhg_iterations"], p["pdhg_check_every"], W_true)
         for k in sorted(cap_a):
             W_k, gap_k = cap_a[k]
@@ -322,7 +246,7 @@ def sbm_table1(params: dict, out_dir: Path, *, scale: str = "default") -> Experi
                 note="the notebook's Table I run: K = 2000" if k == 2000 else "")
         prob_l1 = GTVProblem(problem.graph, prob_a.loss, Norm1(), float(p["lam"]))
         gtv_l1, secs_l1 = _solve(prob_l1, float(p["tol"]))
-        add(f"GTV l1 penalty, authors' scaling, lam={_fmt(p['lam'])}, certified", gtv_l1.W,
+        add(f"GTV l1 penalty, authors' scaling, lam={fmt(p['lam'])}, certified", gtv_l1.W,
             iterations=gtv_l1.iterations, seconds=secs_l1, rel_gap=gtv_l1.rel_gap, status=str(gtv_l1.status),
             clusters=solution_clusters(problem.graph, gtv_l1.W, 1e-3 * sep),
             note="the penalty of the notebook's printed Table I run")
@@ -336,7 +260,7 @@ def sbm_table1(params: dict, out_dir: Path, *, scale: str = "default") -> Experi
     t0 = time.perf_counter()
     res_p = ifca(problem, int(labels.max()) + 1, n_restarts=1, seed=_seeds(p["seed"], 4)[3], init="bernoulli",
                  refit="gradient", lr=float(p["ifca_paper_lr"]), max_rounds=int(p["ifca_paper_rounds"]))
-    add(f"IFCA, paper's protocol (gradient steps lr={_fmt(p['ifca_paper_lr'])}, {p['ifca_paper_rounds']} rounds, "
+    add(f"IFCA, paper's protocol (gradient steps lr={fmt(p['ifca_paper_lr'])}, {p['ifca_paper_rounds']} rounds, "
         "{0,1} init, 1 run)", res_p.W, paper=PAPER_VALUES["ifca"], iterations=res_p.iterations,
         seconds=time.perf_counter() - t0, clusters=res_p.labels, status="fixed rounds")
     t0 = time.perf_counter()
@@ -387,7 +311,7 @@ def sbm_table1(params: dict, out_dir: Path, *, scale: str = "default") -> Experi
         it, gap, err = zip(*trace)
         axes[0, 0].semilogy(it, gap, ls=ls, marker=marker, ms=4, label=label)
         axes[0, 1].semilogy(it, err, ls=ls, marker=marker, ms=4, label=label)
-    axes[0, 0].axhline(float(p["tol"]), color="gray", lw=0.8, label=f"tolerance {_fmt(float(p['tol']))}")
+    axes[0, 0].axhline(float(p["tol"]), color="gray", lw=0.8, label=f"tolerance {fmt(float(p['tol']))}")
     axes[0, 0].set_ylabel("certified relative duality gap")
     axes[0, 1].set_ylabel("MSE of the weights")
     for ax in axes[0]:
@@ -441,59 +365,35 @@ def sbm_table1(params: dict, out_dir: Path, *, scale: str = "default") -> Experi
         measured["authors_gtv_l1_prediction_mse"] = prediction_mse(loss, authors["gtv_l1"].W)
     measured = {k: float(v) for k, v in measured.items() if v is not None}
 
-    md = _table1_markdown(p, table, measured, gtv, figures)
-    RESULTS.put("paper_sbm_table1", p, {"params": p, "table": table, "measured": measured, "figures": figures,
-                                        "markdown": md}, out_dir)
-    return ExperimentOutput(title="Table I: two-cluster SBM, GTV versus federated-learning baselines", markdown=md,
-                            tables={"table1": table}, figures=figures, measured=measured)
+    return _finish("paper_sbm_table1", "Table I: two-cluster SBM, GTV versus federated-learning baselines", p,
+                   {"table1": table}, measured, figures, out_dir, studies)
 
 
 def _save(fig, path: Path) -> Path:
     return atomic_savefig(fig, path, dpi=110)
 
 
-def _table1_reading(p, m) -> str:
-    short, long = min(p["pdhg_iterations"]), max(p["pdhg_iterations"])
-    return (f"Reading: GTV recovers both clusters (ARI {_fmt(m['gtv_ari'])}) with MSE {_fmt(m['gtv_mse'])}, "
-            f"{math.log10(m['fedavg_mse'] / m['gtv_mse']):.1f} orders of magnitude below FedAvg; IFCA with restarts "
-            f"and the oracle reach the noise floor ({_fmt(m['oracle_mse'])}), GTV's excess over it is the bias from "
-            f"lam (see the lam guidance section). What restarts buy: the fast core certifies rel. gap "
-            f"{_fmt(m['gtv_rel_gap'])} after {int(m['gtv_iterations'])} iterations, while the paper's plain "
-            f"Algorithm 1 is at rel. gap {_fmt(m['algorithm1_short_rel_gap'])} (MSE {_fmt(m['algorithm1_short_mse'])}) "
-            f"after {short} iterations and {_fmt(m['algorithm1_long_rel_gap'])} (MSE {_fmt(m['algorithm1_long_mse'])}) "
-            f"after {long}. Local models alone interpolate their {p['m']} samples in d = {p['d']} and are far off "
-            f"(MSE of the weights {_fmt(m.get('local_mse'))}).")
+def _finish(study, title, params, tables, measured, figures, out_dir, studies, facts=None) -> ExperimentOutput:
+    """Save the study's record next to its figures, then render its text from the saved files.
 
-
-def _table1_markdown(p, table, measured, gtv, figures) -> str:
-    cols = ["method", "paper_mse", "weight_mse", "prediction_mse", "ari", "iterations", "rel_gap", "seconds"]
-    lines = [
-        f"Setting: SBM with {p['sizes']} nodes, p_in = {p['p_in']}, p_out = {p['p_out']}; node i holds m_i = {p['m']} "
-        f"samples x ~ N(0, I_{p['d']}), y = w_c^T x + {p['sigma']} e, cluster weights with entries uniform on "
-        f"{{0, 0.5}}; squared-error loss (1/m_i)||y_i - X_i w||^2, nLasso penalty, lam = {p['lam']}. Seed {p['seed']}.",
-        "",
-        "`weight_mse` = (1/n) sum_i ||w_i - w_true_i||^2 (the measure this project uses); `prediction_mse` = mean of "
-        "(y - x^T w_i)^2 over all training samples, which is what the authors' notebook prints for Table I "
-        "(source: " + SOURCES["notebook_sbm"] + ").",
-        "",
-        _md_table(table, cols),
-        "",
-        _table1_reading(p, measured),
-        "",
-        f"![Table I MSE]({figures[0].name})",
-        "",
-        f"![convergence]({figures[1].name})",
-        "",
-    ]
-    return "\n".join(lines)
-
+    Rendering from what was written (not from the objects in memory) makes ``gtvcvx render``
+    produce exactly the text of the run.
+    """
+    record = StudyRecord(study=study, title=title, params=params, measured=measured, tables=tables,
+                         facts=facts or {}, figures=[Path(f).name for f in figures])
+    path = record.save(out_dir)
+    saved = StudyRecord.load(path)
+    if studies is not None:
+        studies.put(saved)
+    return ExperimentOutput(title=title, markdown=RENDERERS[study](saved), tables=tables, figures=figures,
+                            measured=measured, record=path)
 
 
 # =======================================================================================
 # Study 2: Fig. 2, MSE versus the number of clusters
 # =======================================================================================
 @single_threaded
-def sbm_k_clusters(params: dict, out_dir: Path, *, scale: str = "default") -> ExperimentOutput:
+def sbm_k_clusters(params: dict, out_dir: Path, *, scale: str = "default", studies=None) -> ExperimentOutput:
     """Fig. 2: MSE versus the number of clusters k for GTV, IFCA, FedAvg and oracle FedAvg."""
     from ..baselines import fedavg, ifca, oracle_fedavg
     from ..data import linear_model
@@ -558,44 +458,8 @@ def sbm_k_clusters(params: dict, out_dir: Path, *, scale: str = "default") -> Ex
                 "gtv_unrecovered_ks": float((table["gtv_ari"] <= 0.999999).sum()),
                 "max_gtv_to_fedavg_mse_ratio": float((table["gtv_mse"] / table["fedavg_mse"]).max()),
                 "seconds": time.perf_counter() - t_start}
-    cols = ["k", "cluster_sizes", "boundary_edges", "gtv_mse", "gtv_rel_gap", "gtv_clusters", "gtv_ari",
-            "predicted_recovery", "congestion", "ifca_mse", "ifca_ari", "fedavg_mse", "oracle_mse", "gtv_seconds"]
-    md = "\n".join([
-        f"Setting: {p['n_nodes']} nodes split as evenly as possible into k clusters, SBM p_in = {p['p_in']}, "
-        f"p_out = {p['p_out']}, d = {p['d']}, m_i = {p['m']}, sigma = {p['sigma']}, nLasso lam = {p['lam']}, "
-        f"certified to rel. gap {p['tol']}; IFCA with the true k and {p['ifca_restarts']} restarts. Seed {p['seed']}. "
-        "`predicted_recovery` / `congestion`: the network-flow conditions of the lam guidance section at this lam "
-        "(congestion < 1 guarantees that the GTV solution is exactly cluster-wise constant).",
-        "", _md_table(table, cols), "", _k_reading(p, table), "", f"![MSE versus k]({figures[0].name})", ""])
-    RESULTS.put("paper_sbm_k_clusters", p, {"params": p, "table": table, "measured": measured, "figures": figures,
-                                            "markdown": md}, out_dir)
-    return ExperimentOutput(title="Fig. 2: MSE versus the number of clusters", markdown=md,
-                            tables={"k_clusters": table},
-                            figures=figures, measured=measured)
-
-
-def _k_reading(p, t) -> str:
-    ok = t[t["gtv_ari"] > 0.999999]["k"].tolist()
-    bad = t[t["gtv_ari"] <= 0.999999]
-    cert = t[t["predicted_recovery"]]["k"].tolist()
-    ifca_bad = t[t["ifca_ari"] < 0.999]["k"].tolist()
-    parts = [f"Reading: GTV recovers the clusters exactly (ARI 1) for k = {', '.join(map(str, ok)) or 'none'}"]
-    if cert:
-        parts.append(f"; the flow conditions certify it for k = {', '.join(map(str, cert))} (they are sufficient, "
-                     "not necessary)")
-    for _, r in bad.iterrows():
-        parts.append(f"; at k = {r['k']} (clusters of about {p['n_nodes'] // r['k']} nodes) lam = {p['lam']} is too "
-                     f"small for the flows inside the clusters (congestion {_fmt(r['congestion'])}): the solution "
-                     f"splits into {r['gtv_clusters']} pieces and the MSE rises to {_fmt(r['gtv_mse'])} (fewer, "
-                     "sparser intra-cluster edges need a larger lam)")
-    parts.append(". IFCA (true k, restarts, best training loss) "
-                 + (f"ends in a wrong partition for k = {', '.join(map(str, ifca_bad))}" if ifca_bad
-                    else "recovers every k"))
-    parts.append(f"; FedAvg stays at {_fmt(t['fedavg_mse'].min())}-{_fmt(t['fedavg_mse'].max())} and the oracle at "
-                 f"{_fmt(t['oracle_mse'].min())}-{_fmt(t['oracle_mse'].max())}. Where it recovers the clusters, "
-                 "GTV's MSE is the lam-induced bias; it grows with k at fixed lam, consistent with more boundary "
-                 "flow per node (smaller clusters with more boundary edges).")
-    return "".join(parts)
+    return _finish("paper_sbm_k_clusters", "Fig. 2: MSE versus the number of clusters", p, {"k_clusters": table},
+                   measured, figures, out_dir, studies)
 
 
 # =======================================================================================
@@ -620,7 +484,7 @@ def _chain_data(p, rho, sigma, rng):
 
 
 @single_threaded
-def chain_sweep(params: dict, out_dir: Path, *, scale: str = "default") -> ExperimentOutput:
+def chain_sweep(params: dict, out_dir: Path, *, scale: str = "default", studies=None) -> ExperimentOutput:
     """Figs. 3-4: MSE versus the bridge weight eps on a chain of two clusters."""
     from ..graphs import clustered_chain
     from ..losses import SquaredError
@@ -676,10 +540,10 @@ def chain_sweep(params: dict, out_dir: Path, *, scale: str = "default") -> Exper
                 mean = grp["mse_mean"].to_numpy()
                 std = np.nan_to_num(grp["mse_std"].to_numpy())
                 ax.errorbar(grp["eps"], mean, yerr=[np.minimum(std, mean * 0.999), std], marker="o", capsize=3,
-                            label=f"{family} = {_fmt(value)}")
+                            label=f"{family} = {fmt(value)}")
             ax.set_yscale("log")
             ax.set_xlabel("bridge weight eps")
-            ax.set_title(f"{name}, lam = {_fmt(penalties[name][1])}", fontsize=9)
+            ax.set_title(f"{name}, lam = {fmt(penalties[name][1])}", fontsize=9)
             ax.grid(alpha=0.3)
         axes[0, 0].set_ylabel("MSE (mean +- std over repetitions)")
         axes[0, -1].legend(fontsize=8)
@@ -701,11 +565,9 @@ def chain_sweep(params: dict, out_dir: Path, *, scale: str = "default") -> Exper
         measured[f"{name}_large_eps_mse"] = pick("rho", rho_hi, name, max(eps_grid))
     if nonunique:
         measured["nonunique_mse_gap"] = float(abs(nonunique["mse_cold"] - nonunique["mse_warm"]))
-    md = _chain_markdown(p, summary, nonunique, figures, len(raw), time.perf_counter() - t_start)
-    RESULTS.put("paper_chain", p, {"params": p, "table": summary, "raw": raw, "measured": measured,
-                                   "figures": figures, "markdown": md, "nonunique": nonunique}, out_dir)
-    return ExperimentOutput(title="Figs. 3-4: chain of two clusters, MSE versus the bridge weight", markdown=md,
-                            tables={"chain_summary": summary, "chain_runs": raw}, figures=figures, measured=measured)
+    return _finish("paper_chain", "Figs. 3-4: chain of two clusters, MSE versus the bridge weight", p,
+                   {"chain_summary": summary, "chain_runs": raw}, measured, figures, out_dir, studies,
+                   facts={"nonunique": nonunique})
 
 
 def _chain_nonuniqueness(p, penalties, graphs_by_eps, settings, rngs):
@@ -741,117 +603,11 @@ def _chain_nonuniqueness(p, penalties, graphs_by_eps, settings, rngs):
             "max_w_difference": float(np.abs(cold.W - warm.W).max())}
 
 
-def _chain_reading(p, summary) -> str:
-    sub = summary[summary["family"] == "rho"]
-    if not len(sub):
-        return ""
-    below = sub[(sub["eps"] > 0) & (sub["eps"] < 1)]
-    above = sub[sub["eps"] >= 1]
-    zero = sub[sub["eps"] == 0]
-    norms = [k for k in p["penalties"] if k != "squared_norm2"]
-
-    def span(df, pens):
-        v = df[df["penalty"].isin(pens)]["mse_mean"]
-        return f"{_fmt(v.min())}-{_fmt(v.max())}" if len(v) else "-"
-
-    rho_lo, rho_hi = sub["value"].min(), sub["value"].max()
-    mean_lo = below[(below["value"] == rho_lo) & below["penalty"].isin(norms)]["mse_mean"].mean()
-    mean_hi = below[(below["value"] == rho_hi) & below["penalty"].isin(norms)]["mse_mean"].mean()
-    trend = ""
-    if rho_lo != rho_hi and np.isfinite(mean_lo) and np.isfinite(mean_hi):
-        trend = (", lower with more nodes holding data" if mean_hi < mean_lo else
-                 ", not lower with more nodes holding data")
-    text = (f"Reading (noise-free): with the norm penalties ({', '.join(norms)}) the clusters are recovered up to "
-            f"a small bias while the bridge is lighter than the intra-cluster edges: MSE {span(zero, norms)} at "
-            f"eps = 0 and {span(below, norms)} for 0 < eps < 1{trend}; for eps >= 1 the bridge is no longer cheaper "
-            "to cut than an intra-cluster edge, the cut moves (non-uniquely, see below) and the MSE jumps to "
-            f"{span(above, norms)}.")
-    if "squared_norm2" in p["penalties"]:
-        text += (f" The squared l2 penalty (MOCHA) never fuses exactly; it smooths across the bridge, MSE "
-                 f"{span(below, ['squared_norm2'])} for 0 < eps < 1.")
-    noisy = summary[summary["family"] == "sigma"]
-    if len(noisy):
-        text += (" With noise the floor rises with sigma (rho = " + str(p["sigma_rho"]) + "): "
-                 + ", ".join(f"sigma = {_fmt(v)}: "
-                             f"{_fmt(noisy[(noisy['value'] == v) & (noisy['eps'] == 0)]['mse_mean'].min())}"
-                             for v in sorted(noisy["value"].unique())) + " at eps = 0 (best penalty).")
-    return text
-
-
-def _chain_markdown(p, summary, nonunique, figures, n_solves, seconds) -> str:
-    pen = ", ".join(f"{k} (lam = {v})" for k, v in p["penalties"].items())
-    lines = [
-        f"Setting: a chain of 2 x {p['cluster_size']} nodes, intra-cluster edge weight 1, one bridge edge of "
-        "weight eps "
-        f"(eps = 0 removes it); cluster weights {p['weights']}; a fraction rho of the nodes (chosen at random) holds "
-        f"m_i = {p['m']} samples x ~ N(0, I_{p['d']}), y = w^T x + sigma e; penalties {pen}; squared-error loss. "
-        f"{p['repetitions']} repetitions (new features and new set of nodes with data; the same data for every eps and "
-        f"penalty), each solve certified to rel. gap {p['tol']} from a cold start W = 0. {n_solves} solves in "
-        f"{seconds:.0f} s. Seed {p['seed']}.",
-        "",
-    ]
-    lines += [_chain_reading(p, summary), ""]
-    for fig in figures:
-        lines += [f"![{fig.stem}]({fig.name})", ""]
-    for family in ("rho", "sigma"):
-        sub = summary[summary["family"] == family]
-        if not len(sub):
-            continue
-        wide = sub.pivot_table(index="eps", columns=["penalty", "value"], values="mse_mean", sort=False)
-        wide.columns = [f"{a}, {family}={_fmt(b)}" for a, b in wide.columns]
-        wide = wide.reset_index()
-        lines += [f"Mean MSE over repetitions ({'noise-free' if family == 'rho' else 'rho = ' + str(p['sigma_rho'])}):",
-                  "", _md_table(wide), ""]
-    if nonunique:
-        lines += [
-            f"Non-uniqueness: for eps = {nonunique['eps']} > 1 (the bridge is heavier than the intra-cluster edges), "
-            f"rho = {nonunique['rho']}, nLasso, two runs certified to rel. gap <= "
-            f"{_fmt(max(nonunique['rel_gap_cold'], nonunique['rel_gap_warm']))} "
-            f"with objectives {nonunique['objective_cold']:.10g} (from W = 0) and {nonunique['objective_warm']:.10g} "
-            f"(warm start from the eps = {nonunique['warm_from_eps']} solution) give MSE "
-            f"{_fmt(nonunique['mse_cold'])} and {_fmt(nonunique['mse_warm'])}. Nodes without data between the last "
-            "data node of one cluster and the first "
-            "of the other can switch models anywhere along the run at the same cost, so for eps >= 1 the MSE "
-            "measures one minimizer out of many (the solver's choice), not a property of the problem.",
-            ""]
-    return "\n".join(lines)
-
-
 # =======================================================================================
 # Study 5: regularization guidance (the flow conditions behind Theorem 2; gtvcvx.recovery)
 # =======================================================================================
-def _guidance_reading(t, lam_lo, lam_hi) -> str:
-    best = t.loc[t["mse"].idxmin()]
-    inside = t[t["predicted_recovery"]]
-    slope = float("nan")
-    if len(inside) >= 3:
-        x, y = np.log10(inside["lam"].to_numpy()), np.log10(inside["reduced_mse"].to_numpy())
-        keep = x >= x.min() + 1  # away from the lower end, where the noise floor dominates
-        if keep.sum() >= 2:
-            slope = float(np.polyfit(x[keep], y[keep], 1)[0])
-    violations = int((t["predicted_recovery"] & ~t["recovered"]).sum())
-    text = (f"Reading: the flow conditions certify exact recovery for lam in [{_fmt(lam_lo)}, {_fmt(lam_hi)}]; "
-            + ("every lam of the sweep inside this window indeed recovers the clusters. " if violations == 0 else
-               f"{violations} lam(s) inside the window do NOT show recovery in the computed solution. ")
-            + f"The smallest MSE, {_fmt(best['mse'])}, is at lam = {_fmt(best['lam'])}; inside the window the MSE is "
-            "the bias of the cluster-wise solution")
-    if np.isfinite(slope):
-        text += f", growing like lam^{slope:.2f}"
-    below = t[t["lam"] < lam_lo] if np.isfinite(lam_lo) else t.iloc[:0]
-    above = t[t["lam"] > lam_hi] if np.isfinite(lam_hi) else t.iloc[:0]
-    if len(below):
-        text += (". Below the window the computed solution deviates from the cluster-wise one by up to "
-                 f"{_fmt(below['deviation_from_clusterwise'].max())} (relative) and recovers the clusters at "
-                 f"{int(below['recovered'].sum())} of {len(below)} lams")
-    if len(above):
-        text += (f"; above it the clusters are found at {int(above['recovered'].sum())} of {len(above)} lams "
-                 "(the two clusters fuse into the pooled model)")
-    text += ". Rule of thumb from this sweep: the smallest lam that the flow conditions certify."
-    return text
-
-
 @single_threaded
-def lam_guidance(params: dict, out_dir: Path, *, scale: str = "default") -> ExperimentOutput:
+def lam_guidance(params: dict, out_dir: Path, *, scale: str = "default", studies=None) -> ExperimentOutput:
     """lam sweep on the Table I setting: MSE, recovered clusters and the certified recovery window."""
     from ..metrics import adjusted_rand_index, mse
 
@@ -944,26 +700,8 @@ def lam_guidance(params: dict, out_dir: Path, *, scale: str = "default") -> Expe
                 "prediction_violations": float((~agree).sum()), "max_rel_gap": float(table["rel_gap"].max()),
                 "best_mse": float(table["mse"].min()), "best_lam": float(table["lam"][table["mse"].idxmin()]),
                 "seconds": time.perf_counter() - t_start}
-    cols = ["lam", "mse", "reduced_mse", "clusters_found", "ari", "recovered", "predicted_recovery", "congestion",
-            "deviation_from_clusterwise", "rel_gap", "iterations", "seconds"]
-    md = "\n".join([
-        f"The Table I problem (seed {p['seed']}) solved along a warm-started lam sweep, each point certified to "
-        "rel. gap "
-        f"{p['tol']}. `clusters_found` = components of the edges with ||w_i - w_j|| <= {p['fusion_tol']} x the true "
-        "cluster separation; `recovered` = these components are exactly the true clusters. `predicted_recovery` = the "
-        "network-flow (KKT) conditions hold: the cluster-reduced problem keeps the clusters apart and the electrical "
-        "flow that routes the remaining demands inside every cluster has `congestion` < 1 (capacity lam A_e). This "
-        "certifies that the GTV minimizer is unique and equal to the cluster-wise solution (`reduced_mse`); "
-        "`deviation_from_clusterwise` = max_i ||w_i - v_c(i)|| / max_c ||v_c|| of the computed solution.",
-        "",
-        f"Certified recovery window: lam in [{_fmt(lam_lo)}, {_fmt(lam_hi)}] (bisection on the flow conditions); "
-        f"closed-form fusion threshold of the two clusters ||grad S_1(w_pool)|| / A(boundary) = {_fmt(lam_hi_closed)}.",
-        "", _md_table(table, cols), "", _guidance_reading(table, lam_lo, lam_hi), "",
-        f"![lam guidance]({figures[0].name})", ""])
-    RESULTS.put("paper_lam_guidance", p, {"params": p, "table": table, "measured": measured, "figures": figures,
-                                          "markdown": md}, out_dir)
-    return ExperimentOutput(title="Regularization guidance: lam sweep and the flow conditions for recovery",
-                            markdown=md, tables={"lam_guidance": table}, figures=figures, measured=measured)
+    return _finish("paper_lam_guidance", "Regularization guidance: lam sweep and the flow conditions for recovery", p,
+                   {"lam_guidance": table}, measured, figures, out_dir, studies)
 
 
 # =======================================================================================
@@ -1034,30 +772,8 @@ def _accuracy(Xs, ys, W) -> float:
     return correct / max(sum(len(y) for y in ys), 1)
 
 
-def _digits_reading(gtv, base, p) -> str:
-    best = gtv.loc[gtv["val_accuracy"].idxmax()]
-    recovered = gtv[gtv["ari"] > 0.999999]["lam"].tolist()
-    last = gtv.iloc[-1]
-    text = (f"Reading: validation accuracy goes from the local models ({base.iloc[0]:.3f}) to "
-            f"{best['val_accuracy']:.3f} at lam = {_fmt(best['lam'])}")
-    if last["lam"] > best["lam"] and last["val_accuracy"] < best["val_accuracy"]:
-        text += (f" and back down to {last['val_accuracy']:.3f} at lam = {_fmt(last['lam'])} (FedAvg: "
-                 f"{base.iloc[1]:.3f}), where the cross-cluster edges fuse the different pair tasks into fewer models")
-    text += "."
-    if recovered:
-        text += (f" At lam = {', '.join(_fmt(x) for x in recovered)} the GTV models form exactly the "
-                 f"{len(p['pairs'])} digit-pair clusters (ARI 1). Oracle cluster-wise FedAvg reaches "
-                 f"{base.iloc[2]:.3f}")
-        if best["val_accuracy"] > base.iloc[2]:
-            text += ("; GTV exceeds it slightly, presumably because the few cross-cluster edges also shrink the "
-                     "cluster models toward each other (extra regularization on noisy labels)")
-        text += "."
-    text += f" IFCA reaches {base.iloc[3]:.3f}."
-    return text
-
-
 @single_threaded
-def digits_study(params: dict, out_dir: Path, *, scale: str = "default") -> ExperimentOutput:
+def digits_study(params: dict, out_dir: Path, *, scale: str = "default", studies=None) -> ExperimentOutput:
     """Digit-pair local datasets, logistic models: validation accuracy versus lam and the baselines."""
     from ..baselines import fedavg, ifca, local_only, oracle_fedavg
     from ..losses import Logistic
@@ -1133,28 +849,10 @@ def digits_study(params: dict, out_dir: Path, *, scale: str = "default") -> Expe
                 "local_val_accuracy": float(base.iloc[0]), "fedavg_val_accuracy": float(base.iloc[1]),
                 "oracle_val_accuracy": float(base.iloc[2]), "ifca_val_accuracy": float(base.iloc[3]),
                 "seconds": time.perf_counter() - t_start}
-    md = "\n".join([
-        f"Data: scikit-learn's bundled 8x8 digits (1797 images, no download). Cluster c = a digit pair {p['pairs']}; "
-        f"its images are shuffled and split into {p['nodes_per_cluster']} local datasets (nodes); in every node a "
-        f"fraction {p['train_fraction']} is training data, the rest validation data; label +1 for the first digit of "
-        f"the pair, -1 for the second. Features: pixels / 16, PCA to {p['pca_dim']} dimensions fitted on the training "
-        f"images, plus a bias feature (d = {loss.d}); {D['n_train']} training and {D['n_val']} validation samples. "
-        f"Training labels are flipped with probability {p['label_noise']} ({D['flips']} flips; validation labels are "
-        "clean): without label noise every digit pair is linearly separable, the logistic loss then has no "
-        "minimizer on a cluster, and no lam > 0 gives a finite GTV solution when a cluster is a component of the "
-        f"graph. Graph: {p['knn']}-NN between the nodes' mean training features with weights "
-        "exp(-phi ||a_i - a_j||^2), "
-        f"phi = 1 / median squared {p['knn']}-NN distance = {D['phi']:.3g}, plus a minimum spanning tree so that the "
-        f"graph is connected: {graph.n_edges} edges, {cross} between clusters. GTV: logistic loss + nLasso, fast "
-        f"core with warm starts along lam, tol {p['tol']}, time limit {p['time_limit']} s per lam. Baselines use a "
-        f"ridge {ridge} (the unregularized logistic fits do not exist on separable local data). Seed {p['seed']}.",
-        "", _md_table(table, ["method", "lam", "val_accuracy", "train_accuracy", "clusters", "ari", "rel_gap", "status",
-                              "iterations", "seconds"]),
-        "", _digits_reading(gtv, base, p), "", f"![digits accuracy]({figures[0].name})", ""])
-    RESULTS.put("paper_digits", p, {"params": p, "table": table, "measured": measured, "figures": figures,
-                                    "markdown": md}, out_dir)
-    return ExperimentOutput(title="Handwritten digits: logistic local models on digit pairs", markdown=md,
-                            tables={"digits": table}, figures=figures, measured=measured)
+    facts = {"d": loss.d, "n_train": D["n_train"], "n_val": D["n_val"], "flips": D["flips"], "phi": D["phi"],
+             "n_edges": graph.n_edges, "cross_edges": cross}
+    return _finish("paper_digits", "Handwritten digits: logistic local models on digit pairs", p, {"digits": table},
+                   measured, figures, out_dir, studies, facts=facts)
 
 
 # =======================================================================================
@@ -1173,133 +871,14 @@ def _study_function(name):
     return globals()[_STUDIES[name][0]]
 
 
-def _ratio_text(measured, paper) -> str:
-    if measured is None or paper is None or not np.isfinite(measured) or measured <= 0:
-        return "not measured"
-    r = measured / paper
-    if 0.1 <= r <= 10:
-        return f"{r:.2g} x the paper's value"
-    return f"{abs(math.log10(r)):.1f} orders of magnitude {'above' if r > 1 else 'below'} the paper's value"
-
-
-def _ifca_k_clause(r2) -> str:
-    if r2 is None:
-        return ""
-    t = r2["table"]
-    failed = t[t["ifca_ari"] < 0.999]["k"].tolist()
-    if not failed:
-        return f" (it also recovers every k = {t['k'].min()}..{t['k'].max()} of Fig. 2)"
-    return f" (it does fail to recover the clusters for k = {', '.join(map(str, failed))} in Fig. 2)"
-
-
-def _comparison_rows(r1, r2=None) -> list[dict]:
-    """Every number the paper states (Table I), with what we measured and why they differ."""
-    m = r1["measured"]
-    p = r1["params"]
-    n_short, n_long = min(p["pdhg_iterations"]), max(p["pdhg_iterations"])
-    g = m.get
-    fed_w, fed_p = g("fedavg_mse"), g("fedavg_prediction_mse")
-    rows = [
-        {"quantity": "Table I, GTV (lam = 1e-2)", "paper": PAPER_VALUES["gtv"],
-         "measured": g("authors_gtv_l1_prediction_mse"),
-         "measured_as": "training prediction MSE, certified GTV with the l1 penalty and the authors' scaling (sum "
-                        "of squared errors per node): the configuration of the notebook's printed run",
-         "comment": (_ratio_text(g("authors_gtv_l1_prediction_mse"), PAPER_VALUES["gtv"]) + ". Remaining "
-                     "differences: the data draw, and the notebook's Algorithm 1 stopped after 2000 iterations with "
-                     "sigma = 0.9/2, while this value is at the certified minimizer.")},
-        {"quantity": "Table I, GTV (nLasso, as the table labels it)", "paper": PAPER_VALUES["gtv"],
-         "measured": g("authors_algorithm1_long_prediction_mse"),
-         "measured_as": f"training prediction MSE, plain Algorithm 1 after {n_long} iterations, authors' scaling "
-                        "(sum of squared errors), nLasso",
-         "comment": (_ratio_text(g("authors_algorithm1_long_prediction_mse"), PAPER_VALUES["gtv"]) + ". The noise "
-                     "floor (oracle cluster-wise fit) is " + _fmt(g("oracle_prediction_mse")) + "; the paper's value "
-                     "is " + (f"{PAPER_VALUES['gtv'] / g('oracle_prediction_mse'):.0f}" if g("oracle_prediction_mse")
-                              else "?") + " times the floor here. The nLasso solution is closer to the oracle than "
-                     "the l1 one (row above), which is the penalty of the printed run; Algorithm 1 after "
-                     f"{n_long} iterations has converged here (rel. gap "
-                     f"{_fmt(g('authors_algorithm1_long_rel_gap'))}).")},
-        {"quantity": "Table I, GTV", "paper": PAPER_VALUES["gtv"], "measured": g("gtv_mse"),
-         "measured_as": f"MSE of the weights, certified GTV (rel. gap {_fmt(g('gtv_rel_gap'))}), mean loss "
-                        f"(1/m_i)||.||^2, nLasso, lam = {_fmt(p['lam'])}",
-         "comment": (_ratio_text(g("gtv_mse"), PAPER_VALUES["gtv"]) + f" (a different measure). With the mean loss, "
-                     f"lam = {_fmt(p['lam'])} weighs m = {p['m']} times more against the data than in the authors' "
-                     "code, so the lam-induced bias (~lam^2, see the lam guidance section) is larger: with the "
-                     "authors' scaling the certified weight MSE is " + _fmt(g("authors_gtv_mse")) + ". "
-                     + (f"Either way {math.log10(fed_w / g('gtv_mse')):.0f} orders of magnitude below FedAvg."
-                        if fed_w and g("gtv_mse") else ""))},
-        {"quantity": f"Table I, GTV after exactly {n_short} iterations of plain Algorithm 1", "paper": None,
-         "measured": g("algorithm1_short_mse"),
-         "measured_as": ("MSE of the weights (certified rel. gap of that iterate "
-                         f"{_fmt(g('algorithm1_short_rel_gap'))})"),
-         "comment": (f"Not converged: after {n_long} iterations the MSE is {_fmt(g('algorithm1_long_mse'))} (rel. gap "
-                     f"{_fmt(g('algorithm1_long_rel_gap'))}); the restarted fast core certifies rel. gap "
-                     f"{_fmt(g('gtv_rel_gap'))} in {int(g('gtv_iterations', 0))} iterations. The notebook that "
-                     "printed Table I ran 2000 iterations.")},
-        {"quantity": "Table I, IFCA", "paper": PAPER_VALUES["ifca"],
-         "measured": g("ifca_paper_protocol_prediction_mse"),
-         "measured_as": (f"training prediction MSE, IFCA as configured in the authors' notebook (gradient steps, "
-                         f"lr {p['ifca_paper_lr']}, {p['ifca_paper_rounds']} rounds, {{0,1}} init, one run)"),
-         "comment": (_ratio_text(g("ifca_paper_protocol_prediction_mse"), PAPER_VALUES["ifca"]) + ". "
-                     + ("Reproduced: the two models start far from both clusters, each receives nodes of both "
-                        "clusters, both drift to the pooled model and IFCA collapses to FedAvg (measured: the same "
-                        "MSE as FedAvg, " + _fmt(fed_p) + "; ARI " + _fmt(g("ifca_paper_protocol_ari")) + "). The "
-                        "remaining difference is the data draw (see FedAvg)."
-                        if fed_p and abs(g("ifca_paper_protocol_prediction_mse") - fed_p) <= 1e-3 * fed_p else
-                        "This run does not collapse exactly to FedAvg (FedAvg: " + _fmt(fed_p) + ", ARI "
-                        + _fmt(g("ifca_paper_protocol_ari")) + ")."))},
-        {"quantity": "Table I, IFCA", "paper": PAPER_VALUES["ifca"], "measured": g("ifca_mse"),
-         "measured_as": f"MSE of the weights, IFCA with exact refits and {p['ifca_restarts']} random restarts",
-         "comment": (_ratio_text(g("ifca_mse"), PAPER_VALUES["ifca"]) + ": on this well-separated problem IFCA with "
-                     f"restarts recovers both clusters (ARI {_fmt(g('ifca_ari'))}) and equals the oracle cluster-wise "
-                     "FedAvg; the paper's IFCA value reflects one collapsed run, not a limitation of IFCA here"
-                     + _ifca_k_clause(r2) + ".")},
-        {"quantity": "Table I, FedAvg", "paper": PAPER_VALUES["fedavg"], "measured": fed_p,
-         "measured_as": "training prediction MSE of the exact pooled model",
-         "comment": (_ratio_text(fed_p, PAPER_VALUES["fedavg"]) + ". FedAvg's error is about (number of coordinates "
-                     "where the two cluster weights differ) x 0.25^2 x (1 - d/(n m)); that number is "
-                     "Binomial(100, 1/2), so single data draws differ by about +-15 % (ours: weight MSE "
-                     + _fmt(fed_w) + ").")},
-    ]
-    return rows
-
-
-def _found_and_chosen(results) -> str:
-    pc = results["paper_chain"]["params"]
-    n_chain = int(results["paper_chain"]["measured"].get("solves", 0))
-    pd_ = results["paper_digits"]["params"]
-    pk = results["paper_sbm_k_clusters"]["params"]
-    return "\n".join([
-        "- **Found** (authors' notebook `SBM_experiment_ifca.ipynb`, " + SOURCES["notebook_sbm"].split(",")[0] + "): "
-        "Table I's numbers 1.42e-5 / 2.82 / 2.86 are printed there as `mean total MSE`, which is the mean squared "
-        "*training-label prediction* error, not the distance to the true weights; data = 2 x 100 nodes, m = 10, "
-        "d = 100, weights Bernoulli(1/2) x 0.5 (i.e. entries in {0, 0.5}), noise 1e-3; Algorithm 1 ran K = 2000 "
-        "iterations with tau_i = 1/deg_i, sigma = 0.9/2 on the *sum* of squared errors per node (our mean loss with "
-        "lam/m); the printed GTV run used the l1 penalty with lam = 0.01 (the notebook defines lam = 0.01 for l1 and "
-        "l2, 0.05 for MOCHA); IFCA = the reference code of Ghosh et al. with gradient averaging, lr 0.1, 300 epochs, "
-        "{0,1}-valued initialization, one run; FedAvg = local prox steps plus averaging.",
-        "- **Found** (`chain_experiment.ipynb`): the chain of two clusters uses d = 2, m_i = 5, weights (2, 2) and "
-        "(-2, 2), intra-cluster weight 1 and one bridge edge of weight eps, noise-free labels, a random subset of "
-        f"nodes with data; we use these. Chosen: 2 x {pc['cluster_size']} nodes (the notebook used 2 x 100; "
-        f"{pc['cluster_size']} keeps the {n_chain} certified solves within the time budget), eps in {pc['eps']}, "
-        f"{pc['repetitions']} repetitions, penalties and lam {pc['penalties']} (as specified for this reproduction), "
-        "on the mean loss.",
-        "- **Found** (`mnist_NN_experiment.ipynb`): digit-pair clusters {0,1} and {2,3}, a 3-NN graph with "
-        "exponential weights between local datasets, a lam sweep from 0 to 1e4 of validation accuracy. **Not "
-        f"found**: the exact clusters of the paper's Table II. Chosen: the pairs {pd_['pairs']} of the 8x8 digits, "
-        f"{pd_['nodes_per_cluster']} nodes each, logistic models, PCA-{pd_['pca_dim']} features, "
-        f"{pd_['label_noise']:.0%} training label noise (see the digits section for why), {pd_['knn']}-NN + MST graph.",
-        "- **Not found**: the statement and constants of Theorem 2 (only the abstract of the arXiv version was "
-        "available: an upper bound on the deviation from the oracle cluster-wise solution under conditions on the "
-        "local models and the network). We evaluate the network-flow (KKT) condition that such bounds rest on, in "
-        "exact form, instead (lam guidance section).",
-        f"- **Not found**: Fig. 2's node count per k. Chosen: {pk['n_nodes']} nodes split evenly into k clusters, SBM "
-        f"{pk['p_in']} / {pk['p_out']}, d = {pk['d']}, m_i = {pk['m']}, lam = {pk['lam']}.",
-    ])
-
-
 @single_threaded
-def paper_reproduction(params: dict, out_dir: Path, *, scale: str = "default") -> ExperimentOutput:
-    """The summary: paper value and measured value side by side, plus every study's section."""
+def paper_reproduction(params: dict, out_dir: Path, *, scale: str = "default", studies=None) -> ExperimentOutput:
+    """The summary: paper value and measured value side by side, plus every study's section.
+
+    A study whose record ``studies`` (a :class:`~gtvcvx.experiments.StudyStore`) holds with the
+    summary's parameters is reused, every other one runs here. The studies' records and figures
+    are copied next to the summary, so its page can be rendered again from its own directory.
+    """
     params = dict(params or {})
     unknown = set(params) - set(_STUDIES)
     if unknown:
@@ -1311,66 +890,36 @@ def paper_reproduction(params: dict, out_dir: Path, *, scale: str = "default") -
     ran_here = []
     for name in _STUDIES:
         effective = _params(name, params.get(name), scale)
-        if RESULTS.get(name, effective) is None:  # not run with these parameters in this process
-            _study_function(name)(params.get(name, {}), out_dir, scale=scale)
+        record = studies.get(name, effective) if studies is not None else None
+        if record is None:  # not run with these parameters in this report
+            output = _study_function(name)(params.get(name, {}), out_dir, scale=scale, studies=studies)
+            record = StudyRecord.load(output.record)
             ran_here.append(name)
-        results[name] = RESULTS.get(name, effective)
+        results[name] = record
     figures = []
-    for name, res in results.items():  # every figure next to the summary's Markdown
-        for fig in res["figures"]:
-            fig = Path(fig)
-            target = out_dir / fig.name
-            if fig.resolve() != target.resolve():
-                shutil.copyfile(fig, target)
-            figures.append(target)
-    r1 = results["paper_sbm_table1"]
-    comparison = pd.DataFrame(_comparison_rows(r1, results.get("paper_sbm_k_clusters")))
-    runtime = pd.DataFrame([{"study": name, "seconds": res["measured"].get("seconds", float("nan"))}
-                            for name, res in results.items()])
-    total = float(runtime["seconds"].sum())
-    measured = {"total_seconds": total}
-    for name, res in results.items():
+    for name, record in results.items():  # every record and figure next to the summary's Markdown
+        if record.directory.resolve() != out_dir.resolve():
+            for fig in record.figures:
+                shutil.copyfile(record.directory / fig, out_dir / fig)
+            record.save(out_dir)
+        figures += [out_dir / fig for fig in record.figures]
+    comparison = text.comparison_table(results["paper_sbm_table1"], results["paper_sbm_k_clusters"])
+    runtime = pd.DataFrame([{"study": name, "seconds": record.measured.get("seconds", float("nan"))}
+                            for name, record in results.items()])
+    measured = {"total_seconds": float(runtime["seconds"].sum())}
+    for name, record in results.items():
         prefix = _STUDIES[name][1]
-        for key, value in res["measured"].items():
+        for key, value in record.measured.items():
             measured[f"{prefix}_{key}"] = float(value)
-    sections = [
-        ("Table I: two-cluster SBM", "paper_sbm_table1"),
-        ("Fig. 2: MSE versus the number of clusters", "paper_sbm_k_clusters"),
-        ("Figs. 3-4: chain of two clusters", "paper_chain"),
-        ("Real data: handwritten digits with logistic local models", "paper_digits"),
-        ("Regularization guidance (lam) and the flow conditions behind Theorem 2", "paper_lam_guidance"),
-    ]
-    lines = [
-        "Reproduction of the experiments of Y. SarcheshmehPour, Y. Tian, L. Zhang, A. Jung, \"Clustered federated "
-        "learning via generalized total variation minimization\", IEEE Trans. Signal Processing 71, 2023 "
-        "(arXiv 2105.12769), with federated-learning baselines (`gtvcvx.baselines`) and a real-data study. Every GTV "
-        "solution below is computed by the fast core and *certified* by a duality gap unless it is labelled "
-        "\"plain Algorithm 1, k iterations\". Regenerate with `gtvcvx report problems/paper --out reports` "
-        "(add `--full` for the paper's repetition counts and sweeps).",
-        "",
-        "## Paper versus measured",
-        "",
-        "The numbers of the paper known to us are those of Table I (GTV 1.42e-5, IFCA 2.82, FedAvg 2.86; the "
-        "authors' notebook prints the same values). For Figs. 2-4 and Table II we could not access the plotted "
-        "values, so only our measurements are shown there.",
-        "",
-        _md_table(comparison, ["quantity", "paper", "measured", "measured_as", "comment"]),
-        "",
-        "## Setup details: found and chosen",
-        "",
-        _found_and_chosen(results),
-        "",
-    ]
-    for title, name in sections:
-        lines += [f"## {title}", "", results[name]["markdown"].strip(), ""]
-    lines += ["## Runtime", "",
-              f"Measured on this machine (2 shared cores, BLAS limited to one thread): {total:.0f} s for the five "
-              "studies" + (f" (run here: {', '.join(ran_here)})." if ran_here else "."), "",
-              _md_table(runtime, ["study", "seconds"]), ""]
-    md = "\n".join(lines)
-    return ExperimentOutput(title="Reproduction of the GTV paper (SarcheshmehPour et al., 2023)", markdown=md,
-                            tables={"paper_vs_measured": comparison, "runtime": runtime}, figures=figures,
-                            measured=measured)
+    return _finish("paper_reproduction", "Reproduction of the GTV paper (SarcheshmehPour et al., 2023)", {},
+                   {"paper_vs_measured": comparison, "runtime": runtime}, measured, figures, out_dir, None,
+                   facts={"ran_here": ran_here})
+
+
+def _render_summary(record) -> str:
+    """The summary's text from its record and the study records saved next to it."""
+    studies = {name: StudyRecord.load(record.directory / f"{name}.json") for name in _STUDIES}
+    return text.summary(record, studies, lambda study: RENDERERS[study.study](study))
 
 
 EXPERIMENTS = {
@@ -1380,4 +929,14 @@ EXPERIMENTS = {
     "paper_digits": digits_study,
     "paper_lam_guidance": lam_guidance,
     "paper_reproduction": paper_reproduction,
+}
+
+#: Study name -> ``function(record) -> Markdown`` (:func:`gtvcvx.experiments.render_record`).
+RENDERERS = {
+    "paper_sbm_table1": text.table1,
+    "paper_sbm_k_clusters": text.k_clusters,
+    "paper_chain": text.chain,
+    "paper_digits": text.digits,
+    "paper_lam_guidance": text.lam_guidance,
+    "paper_reproduction": _render_summary,
 }

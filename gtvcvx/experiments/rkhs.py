@@ -87,7 +87,7 @@ def _savefig(fig, path: Path, dpi: int = 100) -> Path:
 # ---------------------------------------------------------------------------------------
 # simulated task
 # ---------------------------------------------------------------------------------------
-def federated_ellipses(params: dict, out_dir: Path, *, scale: str = "default") -> ExperimentOutput:
+def federated_ellipses(params: dict, out_dir: Path, *, scale: str = "default", studies=None) -> ExperimentOutput:
     """The paper's simulated federated task (see the module docstring); ``params`` override
     :data:`ELLIPSE_DEFAULTS` (``scale`` picks the size, see :data:`ELLIPSE_SCALED`)."""
     import pandas as pd
@@ -243,7 +243,7 @@ def _boundary_figure(last, D, p, out_dir: Path) -> Path:
 # ---------------------------------------------------------------------------------------
 # breast cancer
 # ---------------------------------------------------------------------------------------
-def breast_cancer_experiment(params: dict, out_dir: Path, *, scale: str = "default") -> ExperimentOutput:
+def breast_cancer_experiment(params: dict, out_dir: Path, *, scale: str = "default", studies=None) -> ExperimentOutput:
     """scikit-learn's breast-cancer data split across agents vs centralized vs an RBF SVM."""
     import pandas as pd
 
@@ -328,7 +328,7 @@ def breast_cancer_experiment(params: dict, out_dir: Path, *, scale: str = "defau
 # ---------------------------------------------------------------------------------------
 # both, as reports/rkhs.md
 # ---------------------------------------------------------------------------------------
-def paper(params: dict, out_dir: Path, *, scale: str = "default") -> ExperimentOutput:
+def paper(params: dict, out_dir: Path, *, scale: str = "default", studies=None) -> ExperimentOutput:
     """Both experiments as one section; ``params`` may hold ``ellipses`` and ``breast_cancer`` tables."""
     unknown = set(params) - {"ellipses", "breast_cancer"}
     if unknown:

@@ -3,7 +3,8 @@
 * :mod:`gtvcvx.render.tables` - the one table writer (compact numbers, Markdown, CSV/JSON files);
 * :mod:`gtvcvx.render.html` - Markdown to self-contained, escaped HTML (input may be untrusted);
 * :mod:`gtvcvx.render.plots` - convergence, clusterpath and decision-boundary figures
-  (matplotlib is imported lazily).
+  (matplotlib is imported lazily);
+* :mod:`gtvcvx.render.paper` - the text of the GTV paper's studies, from their study records.
 
 Renderers read results (tables, arrays, result files); they never solve anything.
 """

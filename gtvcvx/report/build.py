@@ -13,6 +13,8 @@ Layout of the output directory ``OUT``::
     OUT/specs/<name>/clusterpath.png    convex-clustering specs
     OUT/specs/<name>/decision_boundary.png   2-D RKHS specs
     OUT/specs/<name>/experiment.md, <table>.csv, measured.json, figures   experiment specs
+    <experiment dir>/<study>.json, <study>.<table>.csv   a study's record (``gtvcvx render`` renders
+                                        its text again from it)
     OUT/<output>                        an experiment spec's ``output`` Markdown (links rebased)
 
 Every file is written atomically, so an interrupted run leaves complete files only. Data flows
@@ -38,11 +40,13 @@ import numpy as np
 import pandas as pd
 
 from ..environment import environment, environment_markdown
+from ..experiments import StudyStore
 from ..io import atomic_write_text
 from ..render.html import html_page, markdown_to_html, sanitize_markdown
 from ..render.markdown import rebase_markdown
 from ..render.tables import format_number, json_value, markdown_table as _markdown_table, records, write_table
 from ..tasks import ReportContext, SpecReport, find_specs, load_spec, run_experiment, task_for
+from ..tasks.experiment import rerender_experiment
 from ..tasks.compare import REFERENCE_SIZE_LIMITS, REFERENCE_TIME_LIMIT, SKIPPED
 
 __all__ = ["build_report", "render_report", "run_experiment", "SpecReport", "FORMATS", "write_table",
@@ -416,7 +420,7 @@ def _write_report(specs, reports, out, final, *, paths, solvers, formats, progre
                   size_limits, memory, command, t0):
     """Run the specs and write every file of the report under ``out`` (the staging folder)."""
     ctx = ReportContext(out=out, solvers=solvers, formats=formats, progress=progress, scale=scale,
-                        time_limit=time_limit, size_limits=size_limits, memory=memory)
+                        time_limit=time_limit, size_limits=size_limits, memory=memory, studies=StudyStore())
     for spec, rep in zip(specs, reports):
         s0 = time.perf_counter()
         try:
@@ -445,7 +449,8 @@ def _write_report(specs, reports, out, final, *, paths, solvers, formats, progre
 RESULTS_FILE = "specs/results.json"
 RESULTS_FORMAT = "gtvcvx-report-results/1"
 _RECORD_FIELDS = ("name", "slug", "path", "kind", "description", "reference", "memory", "figures", "files",
-                  "notes", "experiment_markdown", "experiment_dir", "measured", "error")
+                  "notes", "experiment_markdown", "experiment_dir", "experiment_record", "experiment_page", "measured",
+                  "error")
 
 
 def _report_record(rep: SpecReport) -> dict:
@@ -486,11 +491,12 @@ def _report_from_record(record: dict, where: str) -> SpecReport:
     return rep
 
 
-def _render(out: Path, doc: dict, formats, site: Path | None = None) -> list[SpecReport]:
+def _render(out: Path, doc: dict, formats, site: Path | None = None, *, studies: bool = False) -> list[SpecReport]:
     """Write every page and summary of the report in ``out`` from its results ``doc``.
 
     ``site`` is the report directory the pages will live in (``out`` unless ``out`` is a staging
-    folder); the index looks there for files other commands wrote (``bench/``).
+    folder); the index looks there for files other commands wrote (``bench/``). ``studies``
+    renders the experiments' text again from their study records (``gtvcvx render``).
     """
     specs = doc.get("specs")
     if not isinstance(specs, list):
@@ -505,6 +511,9 @@ def _render(out: Path, doc: dict, formats, site: Path | None = None) -> list[Spe
     for rep in reports:
         if not isinstance(rep.slug, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", rep.slug) or rep.slug.startswith("."):
             raise ValueError(f"{out / RESULTS_FILE}: spec {rep.name!r} has an unsafe folder name {rep.slug!r}")
+    if studies:
+        for rep in reports:
+            rerender_experiment(rep, out, formats)
     env = dict(doc.get("environment") or {})
     command, rule = str(doc.get("command", "")), str(doc.get("selection_rule", ""))
     if "md" in formats:
@@ -536,6 +545,10 @@ def _render(out: Path, doc: dict, formats, site: Path | None = None) -> list[Spe
 def render_report(out_dir, formats=FORMATS) -> list[SpecReport]:
     """Re-render the pages of a report directory from its results file, without solving.
 
+    Experiments that left a study record (the GTV paper's studies) get their text rendered
+    again from it (:func:`gtvcvx.experiments.render_record`); the others keep the text their
+    run wrote.
+
     Parameters
     ----------
     out_dir : path
@@ -551,7 +564,8 @@ def render_report(out_dir, formats=FORMATS) -> list[SpecReport]:
     Raises
     ------
     ValueError
-        No results file, or one that is not a gtvcvx report's.
+        No results file, or one that is not a gtvcvx report's, or a study record that cannot
+        be read or lies outside the report directory.
     """
     formats = _check_formats(formats)
     out = Path(out_dir)
@@ -565,4 +579,4 @@ def render_report(out_dir, formats=FORMATS) -> list[SpecReport]:
     if not isinstance(doc, dict) or doc.get("format") != RESULTS_FORMAT:
         raise ValueError(f"{path}: expected a gtvcvx report results file (format {RESULTS_FORMAT!r})")
     with _report_lock(out):
-        return _render(out, doc, formats)
+        return _render(out, doc, formats, studies=True)

@@ -45,6 +45,8 @@ class SpecReport:
     notes: list = field(default_factory=list)
     experiment_markdown: str = ""
     experiment_dir: str = ""  # where the experiment wrote its figures, relative to the output directory
+    experiment_record: str = ""  # its study record (re-rendered by `gtvcvx render`), relative to the output directory
+    experiment_page: str = ""  # the spec's ``output`` page, relative to the output directory
     measured: dict = field(default_factory=dict)
     error: str = ""
     elapsed: float = 0.0
@@ -62,6 +64,8 @@ class ReportContext:
     time_limit: float | None = None
     size_limits: dict | None = None
     memory: str | None = "rss"
+    #: Study records of this run, shared by its experiment specs (see :class:`gtvcvx.experiments.StudyStore`).
+    studies: object = None
 
     def relpath(self, path) -> str:
         """``path`` relative to the report directory, with forward slashes."""

@@ -159,7 +159,7 @@ class ProblemTask(Task):
         return row, result
 
     def check(self, spec, checks: dict, outcome, *, solver=None, reference=None, cache=None, scale="default",
-              out_dir=None) -> None:
+              out_dir=None, studies=None) -> None:
         solver = normalize_solver_name(solver or (getattr(spec, "solve_options", {}) or {}).get("solver", "fast"))
         if reference is None and any(k in checks for k in REFERENCE_CHECKS):
             reference = "CLARABEL"

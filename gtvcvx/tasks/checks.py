@@ -150,7 +150,7 @@ def status_outcome(status) -> CheckOutcome:
 
 
 def run_checks(spec, *, solver: str | None = None, reference: str | None = None, max_rel_gap: float | None = None,
-               scale: str = "default", cache=None, out_dir=None) -> SpecCheck:
+               scale: str = "default", cache=None, out_dir=None, studies=None) -> SpecCheck:
     """Solve ``spec`` and evaluate its checks (through the task of its kind).
 
     Parameters
@@ -169,6 +169,8 @@ def run_checks(spec, *, solver: str | None = None, reference: str | None = None,
         Where reference solutions are cached.
     out_dir : path, optional
         Where experiments write their figures (default: a temporary directory).
+    studies : gtvcvx.experiments.StudyStore, optional
+        Study records shared by the specs of one run (a summary experiment reuses them).
     """
     task = task_for(spec)
     checks = thresholds(spec, max_rel_gap)
@@ -176,7 +178,7 @@ def run_checks(spec, *, solver: str | None = None, reference: str | None = None,
     t0 = time.perf_counter()
     try:
         task.check(spec, checks, report, solver=solver, reference=reference, cache=cache, scale=scale,
-                   out_dir=out_dir)
+                   out_dir=out_dir, studies=studies)
     except Exception as exc:  # noqa: BLE001 - a crash is a failed check with the reason
         report.outcomes.append(CheckOutcome("run", None, None, "", ERROR if isinstance(exc, ValueError) else FAILED,
                                             f"{type(exc).__name__}: {' '.join(str(exc).split())}"))

@@ -20,7 +20,8 @@ from ..spec import SpecError, Table
 from ._base import ReportContext, SpecReport, Task, register_task
 from .checks import ERROR, CheckOutcome, compare_threshold, experiment_threshold
 
-__all__ = ["ExperimentSpec", "ExperimentTask", "run_experiment", "RESERVED_NAMES"]
+__all__ = ["ExperimentSpec", "ExperimentTask", "run_experiment", "rerender_experiment", "write_experiment_pages",
+           "RESERVED_NAMES"]
 
 #: Names in a report directory an experiment's ``output`` may not take.
 RESERVED_NAMES = ("index.md", "index.html", "README.md", "specs")
@@ -43,16 +44,17 @@ class ExperimentSpec:
     output: str | None = None
 
 
-def run_experiment(spec: ExperimentSpec, out_dir, *, scale: str = "default"):
+def run_experiment(spec: ExperimentSpec, out_dir, *, scale: str = "default", studies=None):
     """Run an experiment spec's function with its params at ``scale`` (one of
     :data:`gtvcvx.experiments.SCALES`), writing its files into ``out_dir``.
 
+    ``studies`` (a :class:`~gtvcvx.experiments.StudyStore`) is shared by the specs of one run.
     Returns the :class:`~gtvcvx.experiments.ExperimentOutput`.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     function = experiments.get_experiment(spec.experiment)
-    return function(dict(spec.params), out_dir, scale=experiments.check_scale(scale))
+    return function(dict(spec.params), out_dir, scale=experiments.check_scale(scale), studies=studies)
 
 
 class ExperimentTask(Task):
@@ -92,13 +94,13 @@ class ExperimentTask(Task):
             except ValueError as exc:
                 raise SpecError(spec.path, f"check.{key}", str(exc)) from None
 
-    def check(self, spec, checks: dict, outcome, *, scale="default", out_dir=None, **_) -> None:
+    def check(self, spec, checks: dict, outcome, *, scale="default", out_dir=None, studies=None, **_) -> None:
         outcome.solver = f"experiment {spec.experiment}"
-        if out_dir is None:
+        if out_dir is None:  # its files vanish with the directory: nothing for a later summary to reuse
             with tempfile.TemporaryDirectory(prefix="gtvcvx-check-") as tmp:
                 output = run_experiment(spec, Path(tmp), scale=scale)
         else:
-            output = run_experiment(spec, Path(out_dir), scale=scale)
+            output = run_experiment(spec, Path(out_dir), scale=scale, studies=studies)
         outcome.status = "ran"
         measured = output.measured or {}
         for key, threshold in checks.items():
@@ -124,32 +126,29 @@ class ExperimentTask(Task):
             ctx.progress.start(f"{rep.name}: experiment {spec.experiment}")
         try:
             exp_dir.mkdir(parents=True, exist_ok=True)
-            output = run_experiment(spec, exp_dir, scale=ctx.scale)
+            output = run_experiment(spec, exp_dir, scale=ctx.scale, studies=ctx.studies)
         finally:
             if ctx.progress is not None:
                 ctx.progress.advance()
         rep.experiment_dir = ctx.relpath(exp_dir)
+        rep.experiment_page = target or ""
         rep.experiment_markdown = f"## {output.title}\n\n{output.markdown.strip()}\n"
         rep.measured = {k: json_value(v) for k, v in (output.measured or {}).items()}
-        for key, df in (output.tables or {}).items():
-            stem = spec_dir / re.sub(r"[^A-Za-z0-9_.-]+", "_", str(key))
-            if "csv" in formats:
-                atomic_write_text(stem.with_suffix(".csv"), df.to_csv(index=False, float_format="%.17g"))
-                rep.files.append(ctx.relpath(stem.with_suffix(".csv")))
-        if "md" in formats:
-            experiment_page = rep.experiment_markdown  # links relative to the experiment's directory
-            if exp_dir != spec_dir:
-                experiment_page = rebase_markdown(experiment_page, "../../" + ctx.relpath(exp_dir))
-            atomic_write_text(spec_dir / "experiment.md", experiment_page)
-            rep.files.append(ctx.relpath(spec_dir / "experiment.md"))
+        if output.record is not None:  # its tables are CSV files next to the record
+            rep.experiment_record = ctx.relpath(output.record)
+            record = experiments.StudyRecord.load(output.record)
+            rep.files += [rep.experiment_record] + [f"{rep.experiment_dir}/{record.study}.{key}.csv"
+                                                    for key in record.tables]
+        else:
+            for key, df in (output.tables or {}).items():
+                stem = spec_dir / re.sub(r"[^A-Za-z0-9_.-]+", "_", str(key))
+                if "csv" in formats:
+                    atomic_write_text(stem.with_suffix(".csv"), df.to_csv(index=False, float_format="%.17g"))
+                    rep.files.append(ctx.relpath(stem.with_suffix(".csv")))
         if "json" in formats:
             atomic_write_text(spec_dir / "measured.json", json.dumps(rep.measured, indent=1, sort_keys=True) + "\n")
             rep.files.append(ctx.relpath(spec_dir / "measured.json"))
-        if target and "md" in formats:
-            page = out / target
-            prefix = "../" * (len(Path(target).parts) - 1) + ctx.relpath(exp_dir)
-            atomic_write_text(page, f"# {output.title}\n\n" + rebase_markdown(output.markdown.strip(), prefix) + "\n")
-            rep.files.append(ctx.relpath(page))
+        rep.files += write_experiment_pages(rep, out, formats)
         for fig in output.figures or []:
             fig = Path(fig)
             if not fig.is_absolute() and not fig.is_file():  # relative to the experiment's directory
@@ -158,6 +157,50 @@ class ExperimentTask(Task):
                 rel = ctx.relpath(fig)
                 if rel not in rep.figures:
                     rep.figures.append(rel)
+
+
+def write_experiment_pages(rep: SpecReport, out: Path, formats) -> list[str]:
+    """Write an experiment spec's ``specs/<slug>/experiment.md`` and its ``output`` page from
+    ``rep.experiment_markdown``; the files written, relative to ``out``."""
+    if "md" not in formats or not rep.experiment_markdown:
+        return []
+    written = []
+    spec_dir = out / "specs" / rep.slug
+    page = rep.experiment_markdown  # links relative to the experiment's directory
+    if rep.experiment_dir != f"specs/{rep.slug}":
+        page = rebase_markdown(page, "../../" + rep.experiment_dir)
+    atomic_write_text(spec_dir / "experiment.md", page)
+    written.append(f"specs/{rep.slug}/experiment.md")
+    if rep.experiment_page:
+        title, _, body = rep.experiment_markdown.partition("\n")
+        prefix = "../" * (len(Path(rep.experiment_page).parts) - 1) + rep.experiment_dir
+        atomic_write_text(out / rep.experiment_page,
+                          f"# {title.lstrip('#').strip()}\n\n" + rebase_markdown(body.strip(), prefix) + "\n")
+        written.append(rep.experiment_page)
+    return written
+
+
+def rerender_experiment(rep: SpecReport, out: Path, formats) -> None:
+    """Render an experiment spec's text again from its study record and rewrite its pages.
+
+    Does nothing for an experiment without a record (its text is kept as the run wrote it).
+
+    Raises
+    ------
+    ValueError
+        The record path leaves the report directory, or the record cannot be read.
+    """
+    if not rep.experiment_record:
+        return
+    out = Path(out)
+    for rel in (rep.experiment_record, rep.experiment_dir, rep.experiment_page):
+        if rel and (Path(rel).is_absolute() or ".." in Path(rel).parts):
+            raise ValueError(f"spec {rep.name!r}: path {rel!r} leaves the report directory")
+    if rep.experiment_page and not rep.experiment_page.endswith(".md"):
+        raise ValueError(f"spec {rep.name!r}: output page {rep.experiment_page!r} is not a Markdown file")
+    record = experiments.StudyRecord.load(out / rep.experiment_record)
+    rep.experiment_markdown = f"## {record.title}\n\n{experiments.render_record(record).strip()}\n"
+    write_experiment_pages(rep, out, formats)
 
 
 register_task(ExperimentTask())

@@ -1,0 +1,515 @@
+"""Markdown of the GTV-paper studies (:mod:`gtvcvx.experiments.paper`), from their records only.
+
+Every function here takes a study record (an object with ``params``, ``measured``, ``tables``,
+``facts`` and ``figures``: :class:`gtvcvx.experiments.StudyRecord`) and returns the study's
+Markdown; none of them solves anything, so ``gtvcvx render`` rewrites the paper pages from the
+files a run left behind. The numbers the paper states (:data:`PAPER_VALUES`) and the sources of
+the setup details (:data:`SOURCES`) live here, with the text that cites them.
+
+References
+----------
+Y. SarcheshmehPour, Y. Tian, L. Zhang, A. Jung, "Clustered federated learning via generalized
+total variation minimization", IEEE Trans. Signal Processing 71, 2023 (arXiv 2105.12769);
+``../shared/seeds/`` 002.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from .tables import markdown_table
+
+__all__ = ["PAPER_VALUES", "SOURCES", "fmt", "table1", "k_clusters", "chain", "lam_guidance", "digits", "summary",
+           "SUMMARY_SECTIONS"]
+
+#: Numbers the paper states (Table I; the authors' notebook prints the same values).
+PAPER_VALUES = {"gtv": 1.42e-5, "ifca": 2.82, "fedavg": 2.86}
+
+#: Sources of the setup details (cited in the report).
+SOURCES = {
+    "paper": "Y. SarcheshmehPour, Y. Tian, L. Zhang, A. Jung, \"Clustered federated learning via generalized "
+             "total variation minimization\", IEEE Trans. Signal Processing 71, 2023; arXiv 2105.12769 "
+             "(abstract: https://ar5iv.labs.arxiv.org/html/2105.12769)",
+    "notebook_sbm": "authors' repository github.com/sahelyiyi/FederatedLearning, experiments/SBM_experiment_ifca.ipynb "
+                    "(Table I numbers, IFCA configuration, Algorithm 1 with K = 2000 iterations)",
+    "notebook_chain": "github.com/sahelyiyi/FederatedLearning, experiments/chain_experiment.ipynb "
+                      "(chain of two clusters, d = 2, m = 5, w = (2, 2) and (-2, 2))",
+    "notebook_mnist": "github.com/sahelyiyi/FederatedLearning, experiments/mnist_NN_experiment.ipynb "
+                      "(clusters of digit pairs {0,1} and {2,3}, 3-NN graph with exponential weights, lam sweep)",
+    "ifca": "A. Ghosh, J. Chung, D. Yin, K. Ramchandran, \"An efficient framework for clustered federated "
+            "learning\", NeurIPS 2020",
+}
+
+
+def fmt(x, digits: int = 3) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, str):
+        return x
+    if isinstance(x, (bool, np.bool_)):
+        return "yes" if x else "no"
+    if isinstance(x, (int, np.integer)):
+        return str(int(x))
+    x = float(x)
+    if math.isnan(x):
+        return "-"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    if x == 0:
+        return "0"
+    if 1e-3 <= abs(x) < 1e4:
+        return f"{x:.{digits}g}"
+    return f"{x:.{digits - 1}e}"
+
+
+def _md_table(df: pd.DataFrame, columns=None, digits: int = 3) -> str:
+    """The package's table writer with the studies' conventions: missing values as ``-``, flags as yes/no."""
+    return markdown_table(df, columns, digits, nan="-", decorate=_yes_no)
+
+
+def _yes_no(column, value, row):
+    return ("yes" if value else "no") if isinstance(value, (bool, np.bool_)) else None
+
+
+def _table1_reading(p, m) -> str:
+    short, long = min(p["pdhg_iterations"]), max(p["pdhg_iterations"])
+    return (f"Reading: GTV recovers both clusters (ARI {fmt(m['gtv_ari'])}) with MSE {fmt(m['gtv_mse'])}, "
+            f"{math.log10(m['fedavg_mse'] / m['gtv_mse']):.1f} orders of magnitude below FedAvg; IFCA with restarts "
+            f"and the oracle reach the noise floor ({fmt(m['oracle_mse'])}), GTV's excess over it is the bias from "
+            f"lam (see the lam guidance section). What restarts buy: the fast core certifies rel. gap "
+            f"{fmt(m['gtv_rel_gap'])} after {int(m['gtv_iterations'])} iterations, while the paper's plain "
+            f"Algorithm 1 is at rel. gap {fmt(m['algorithm1_short_rel_gap'])} (MSE {fmt(m['algorithm1_short_mse'])}) "
+            f"after {short} iterations and {fmt(m['algorithm1_long_rel_gap'])} (MSE {fmt(m['algorithm1_long_mse'])}) "
+            f"after {long}. Local models alone interpolate their {p['m']} samples in d = {p['d']} and are far off "
+            f"(MSE of the weights {fmt(m.get('local_mse'))}).")
+
+
+def table1(record) -> str:
+    """Table I: the measured table, the reading, the MSE and convergence figures."""
+    p, measured, table, figures = record.params, record.measured, record.tables["table1"], record.figures
+    cols = ["method", "paper_mse", "weight_mse", "prediction_mse", "ari", "iterations", "rel_gap", "seconds"]
+    lines = [
+        f"Setting: SBM with {p['sizes']} nodes, p_in = {p['p_in']}, p_out = {p['p_out']}; node i holds m_i = {p['m']} "
+        f"samples x ~ N(0, I_{p['d']}), y = w_c^T x + {p['sigma']} e, cluster weights with entries uniform on "
+        f"{{0, 0.5}}; squared-error loss (1/m_i)||y_i - X_i w||^2, nLasso penalty, lam = {p['lam']}. Seed {p['seed']}.",
+        "",
+        "`weight_mse` = (1/n) sum_i ||w_i - w_true_i||^2 (the measure this project uses); `prediction_mse` = mean of "
+        "(y - x^T w_i)^2 over all training samples, which is what the authors' notebook prints for Table I "
+        "(source: " + SOURCES["notebook_sbm"] + ").",
+        "",
+        _md_table(table, cols),
+        "",
+        _table1_reading(p, measured),
+        "",
+        f"![Table I MSE]({figures[0]})",
+        "",
+        f"![convergence]({figures[1]})",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def k_clusters(record) -> str:
+    """Fig. 2: the table over k and its reading."""
+    p, table = record.params, record.tables["k_clusters"]
+    cols = ["k", "cluster_sizes", "boundary_edges", "gtv_mse", "gtv_rel_gap", "gtv_clusters", "gtv_ari",
+            "predicted_recovery", "congestion", "ifca_mse", "ifca_ari", "fedavg_mse", "oracle_mse", "gtv_seconds"]
+    return "\n".join([
+        f"Setting: {p['n_nodes']} nodes split as evenly as possible into k clusters, SBM p_in = {p['p_in']}, "
+        f"p_out = {p['p_out']}, d = {p['d']}, m_i = {p['m']}, sigma = {p['sigma']}, nLasso lam = {p['lam']}, "
+        f"certified to rel. gap {p['tol']}; IFCA with the true k and {p['ifca_restarts']} restarts. Seed {p['seed']}. "
+        "`predicted_recovery` / `congestion`: the network-flow conditions of the lam guidance section at this lam "
+        "(congestion < 1 guarantees that the GTV solution is exactly cluster-wise constant).",
+        "", _md_table(table, cols), "", _k_reading(p, table), "", f"![MSE versus k]({record.figures[0]})", ""])
+
+
+def _k_reading(p, t) -> str:
+    ok = t[t["gtv_ari"] > 0.999999]["k"].tolist()
+    bad = t[t["gtv_ari"] <= 0.999999]
+    cert = t[t["predicted_recovery"]]["k"].tolist()
+    ifca_bad = t[t["ifca_ari"] < 0.999]["k"].tolist()
+    parts = [f"Reading: GTV recovers the clusters exactly (ARI 1) for k = {', '.join(map(str, ok)) or 'none'}"]
+    if cert:
+        parts.append(f"; the flow conditions certify it for k = {', '.join(map(str, cert))} (they are sufficient, "
+                     "not necessary)")
+    for _, r in bad.iterrows():
+        parts.append(f"; at k = {r['k']} (clusters of about {p['n_nodes'] // r['k']} nodes) lam = {p['lam']} is too "
+                     f"small for the flows inside the clusters (congestion {fmt(r['congestion'])}): the solution "
+                     f"splits into {r['gtv_clusters']} pieces and the MSE rises to {fmt(r['gtv_mse'])} (fewer, "
+                     "sparser intra-cluster edges need a larger lam)")
+    parts.append(". IFCA (true k, restarts, best training loss) "
+                 + (f"ends in a wrong partition for k = {', '.join(map(str, ifca_bad))}" if ifca_bad
+                    else "recovers every k"))
+    parts.append(f"; FedAvg stays at {fmt(t['fedavg_mse'].min())}-{fmt(t['fedavg_mse'].max())} and the oracle at "
+                 f"{fmt(t['oracle_mse'].min())}-{fmt(t['oracle_mse'].max())}. Where it recovers the clusters, "
+                 "GTV's MSE is the lam-induced bias; it grows with k at fixed lam, consistent with more boundary "
+                 "flow per node (smaller clusters with more boundary edges).")
+    return "".join(parts)
+
+
+def _chain_reading(p, summary) -> str:
+    sub = summary[summary["family"] == "rho"]
+    if not len(sub):
+        return ""
+    below = sub[(sub["eps"] > 0) & (sub["eps"] < 1)]
+    above = sub[sub["eps"] >= 1]
+    zero = sub[sub["eps"] == 0]
+    norms = [k for k in p["penalties"] if k != "squared_norm2"]
+
+    def span(df, pens):
+        v = df[df["penalty"].isin(pens)]["mse_mean"]
+        return f"{fmt(v.min())}-{fmt(v.max())}" if len(v) else "-"
+
+    rho_lo, rho_hi = sub["value"].min(), sub["value"].max()
+    mean_lo = below[(below["value"] == rho_lo) & below["penalty"].isin(norms)]["mse_mean"].mean()
+    mean_hi = below[(below["value"] == rho_hi) & below["penalty"].isin(norms)]["mse_mean"].mean()
+    trend = ""
+    if rho_lo != rho_hi and np.isfinite(mean_lo) and np.isfinite(mean_hi):
+        trend = (", lower with more nodes holding data" if mean_hi < mean_lo else
+                 ", not lower with more nodes holding data")
+    text = (f"Reading (noise-free): with the norm penalties ({', '.join(norms)}) the clusters are recovered up to "
+            f"a small bias while the bridge is lighter than the intra-cluster edges: MSE {span(zero, norms)} at "
+            f"eps = 0 and {span(below, norms)} for 0 < eps < 1{trend}; for eps >= 1 the bridge is no longer cheaper "
+            "to cut than an intra-cluster edge, the cut moves (non-uniquely, see below) and the MSE jumps to "
+            f"{span(above, norms)}.")
+    if "squared_norm2" in p["penalties"]:
+        text += (f" The squared l2 penalty (MOCHA) never fuses exactly; it smooths across the bridge, MSE "
+                 f"{span(below, ['squared_norm2'])} for 0 < eps < 1.")
+    noisy = summary[summary["family"] == "sigma"]
+    if len(noisy):
+        text += (" With noise the floor rises with sigma (rho = " + str(p["sigma_rho"]) + "): "
+                 + ", ".join(f"sigma = {fmt(v)}: "
+                             f"{fmt(noisy[(noisy['value'] == v) & (noisy['eps'] == 0)]['mse_mean'].min())}"
+                             for v in sorted(noisy["value"].unique())) + " at eps = 0 (best penalty).")
+    return text
+
+
+def chain(record) -> str:
+    """Figs. 3-4: setting, reading, figures, mean-MSE tables and the non-uniqueness run."""
+    p, summary, figures = record.params, record.tables["chain_summary"], record.figures
+    nonunique = record.facts.get("nonunique")
+    n_solves, seconds = int(record.measured["solves"]), record.measured["seconds"]
+    pen = ", ".join(f"{k} (lam = {v})" for k, v in p["penalties"].items())
+    lines = [
+        f"Setting: a chain of 2 x {p['cluster_size']} nodes, intra-cluster edge weight 1, one bridge edge of "
+        "weight eps "
+        f"(eps = 0 removes it); cluster weights {p['weights']}; a fraction rho of the nodes (chosen at random) holds "
+        f"m_i = {p['m']} samples x ~ N(0, I_{p['d']}), y = w^T x + sigma e; penalties {pen}; squared-error loss. "
+        f"{p['repetitions']} repetitions (new features and new set of nodes with data; the same data for every eps and "
+        f"penalty), each solve certified to rel. gap {p['tol']} from a cold start W = 0. {n_solves} solves in "
+        f"{seconds:.0f} s. Seed {p['seed']}.",
+        "",
+    ]
+    lines += [_chain_reading(p, summary), ""]
+    for fig in figures:
+        lines += [f"![{fig.rsplit('.', 1)[0]}]({fig})", ""]
+    for family in ("rho", "sigma"):
+        sub = summary[summary["family"] == family]
+        if not len(sub):
+            continue
+        wide = sub.pivot_table(index="eps", columns=["penalty", "value"], values="mse_mean", sort=False)
+        wide.columns = [f"{a}, {family}={fmt(b)}" for a, b in wide.columns]
+        wide = wide.reset_index()
+        lines += [f"Mean MSE over repetitions ({'noise-free' if family == 'rho' else 'rho = ' + str(p['sigma_rho'])}):",
+                  "", _md_table(wide), ""]
+    if nonunique:
+        lines += [
+            f"Non-uniqueness: for eps = {nonunique['eps']} > 1 (the bridge is heavier than the intra-cluster edges), "
+            f"rho = {nonunique['rho']}, nLasso, two runs certified to rel. gap <= "
+            f"{fmt(max(nonunique['rel_gap_cold'], nonunique['rel_gap_warm']))} "
+            f"with objectives {nonunique['objective_cold']:.10g} (from W = 0) and {nonunique['objective_warm']:.10g} "
+            f"(warm start from the eps = {nonunique['warm_from_eps']} solution) give MSE "
+            f"{fmt(nonunique['mse_cold'])} and {fmt(nonunique['mse_warm'])}. Nodes without data between the last "
+            "data node of one cluster and the first "
+            "of the other can switch models anywhere along the run at the same cost, so for eps >= 1 the MSE "
+            "measures one minimizer out of many (the solver's choice), not a property of the problem.",
+            ""]
+    return "\n".join(lines)
+
+
+def lam_guidance(record) -> str:
+    """The lam sweep: what the columns mean, the certified window, the table and its reading."""
+    p, m, table = record.params, record.measured, record.tables["lam_guidance"]
+    lam_lo, lam_hi = m["lam_lo"], m["lam_hi"]
+    cols = ["lam", "mse", "reduced_mse", "clusters_found", "ari", "recovered", "predicted_recovery", "congestion",
+            "deviation_from_clusterwise", "rel_gap", "iterations", "seconds"]
+    return "\n".join([
+        f"The Table I problem (seed {p['seed']}) solved along a warm-started lam sweep, each point certified to "
+        "rel. gap "
+        f"{p['tol']}. `clusters_found` = components of the edges with ||w_i - w_j|| <= {p['fusion_tol']} x the true "
+        "cluster separation; `recovered` = these components are exactly the true clusters. `predicted_recovery` = the "
+        "network-flow (KKT) conditions hold: the cluster-reduced problem keeps the clusters apart and the electrical "
+        "flow that routes the remaining demands inside every cluster has `congestion` < 1 (capacity lam A_e). This "
+        "certifies that the GTV minimizer is unique and equal to the cluster-wise solution (`reduced_mse`); "
+        "`deviation_from_clusterwise` = max_i ||w_i - v_c(i)|| / max_c ||v_c|| of the computed solution.",
+        "",
+        f"Certified recovery window: lam in [{fmt(lam_lo)}, {fmt(lam_hi)}] (bisection on the flow conditions); "
+        f"closed-form fusion threshold of the two clusters ||grad S_1(w_pool)|| / A(boundary) = "
+        f"{fmt(m['lam_hi_closed_form'])}.",
+        "", _md_table(table, cols), "", _guidance_reading(table, lam_lo, lam_hi), "",
+        f"![lam guidance]({record.figures[0]})", ""])
+
+
+def _guidance_reading(t, lam_lo, lam_hi) -> str:
+    best = t.loc[t["mse"].idxmin()]
+    inside = t[t["predicted_recovery"]]
+    slope = float("nan")
+    if len(inside) >= 3:
+        x, y = np.log10(inside["lam"].to_numpy()), np.log10(inside["reduced_mse"].to_numpy())
+        keep = x >= x.min() + 1  # away from the lower end, where the noise floor dominates
+        if keep.sum() >= 2:
+            slope = float(np.polyfit(x[keep], y[keep], 1)[0])
+    violations = int((t["predicted_recovery"] & ~t["recovered"]).sum())
+    text = (f"Reading: the flow conditions certify exact recovery for lam in [{fmt(lam_lo)}, {fmt(lam_hi)}]; "
+            + ("every lam of the sweep inside this window indeed recovers the clusters. " if violations == 0 else
+               f"{violations} lam(s) inside the window do NOT show recovery in the computed solution. ")
+            + f"The smallest MSE, {fmt(best['mse'])}, is at lam = {fmt(best['lam'])}; inside the window the MSE is "
+            "the bias of the cluster-wise solution")
+    if np.isfinite(slope):
+        text += f", growing like lam^{slope:.2f}"
+    below = t[t["lam"] < lam_lo] if np.isfinite(lam_lo) else t.iloc[:0]
+    above = t[t["lam"] > lam_hi] if np.isfinite(lam_hi) else t.iloc[:0]
+    if len(below):
+        text += (". Below the window the computed solution deviates from the cluster-wise one by up to "
+                 f"{fmt(below['deviation_from_clusterwise'].max())} (relative) and recovers the clusters at "
+                 f"{int(below['recovered'].sum())} of {len(below)} lams")
+    if len(above):
+        text += (f"; above it the clusters are found at {int(above['recovered'].sum())} of {len(above)} lams "
+                 "(the two clusters fuse into the pooled model)")
+    text += ". Rule of thumb from this sweep: the smallest lam that the flow conditions certify."
+    return text
+
+
+def digits(record) -> str:
+    """Digits: the data and graph as built, the table against the baselines and its reading."""
+    p, f, table = record.params, record.facts, record.tables["digits"]
+    gtv = table[table["method"] == "GTV nLasso"]
+    base = table[table["method"] != "GTV nLasso"].set_index("method")["val_accuracy"]
+    return "\n".join([
+        f"Data: scikit-learn's bundled 8x8 digits (1797 images, no download). Cluster c = a digit pair {p['pairs']}; "
+        f"its images are shuffled and split into {p['nodes_per_cluster']} local datasets (nodes); in every node a "
+        f"fraction {p['train_fraction']} is training data, the rest validation data; label +1 for the first digit of "
+        f"the pair, -1 for the second. Features: pixels / 16, PCA to {p['pca_dim']} dimensions fitted on the training "
+        f"images, plus a bias feature (d = {f['d']}); {f['n_train']} training and {f['n_val']} validation samples. "
+        f"Training labels are flipped with probability {p['label_noise']} ({f['flips']} flips; validation labels are "
+        "clean): without label noise every digit pair is linearly separable, the logistic loss then has no "
+        "minimizer on a cluster, and no lam > 0 gives a finite GTV solution when a cluster is a component of the "
+        f"graph. Graph: {p['knn']}-NN between the nodes' mean training features with weights "
+        "exp(-phi ||a_i - a_j||^2), "
+        f"phi = 1 / median squared {p['knn']}-NN distance = {f['phi']:.3g}, plus a minimum spanning tree so that the "
+        f"graph is connected: {f['n_edges']} edges, {f['cross_edges']} between clusters. GTV: logistic loss + nLasso, "
+        f"fast core with warm starts along lam, tol {p['tol']}, time limit {p['time_limit']} s per lam. Baselines use "
+        f"a ridge {float(p['ridge'])} (the unregularized logistic fits do not exist on separable local data). "
+        f"Seed {p['seed']}.",
+        "", _md_table(table, ["method", "lam", "val_accuracy", "train_accuracy", "clusters", "ari", "rel_gap", "status",
+                              "iterations", "seconds"]),
+        "", _digits_reading(gtv, base, p), "", f"![digits accuracy]({record.figures[0]})", ""])
+
+
+def _digits_reading(gtv, base, p) -> str:
+    best = gtv.loc[gtv["val_accuracy"].idxmax()]
+    recovered = gtv[gtv["ari"] > 0.999999]["lam"].tolist()
+    last = gtv.iloc[-1]
+    text = (f"Reading: validation accuracy goes from the local models ({base.iloc[0]:.3f}) to "
+            f"{best['val_accuracy']:.3f} at lam = {fmt(best['lam'])}")
+    if last["lam"] > best["lam"] and last["val_accuracy"] < best["val_accuracy"]:
+        text += (f" and back down to {last['val_accuracy']:.3f} at lam = {fmt(last['lam'])} (FedAvg: "
+                 f"{base.iloc[1]:.3f}), where the cross-cluster edges fuse the different pair tasks into fewer models")
+    text += "."
+    if recovered:
+        text += (f" At lam = {', '.join(fmt(x) for x in recovered)} the GTV models form exactly the "
+                 f"{len(p['pairs'])} digit-pair clusters (ARI 1). Oracle cluster-wise FedAvg reaches "
+                 f"{base.iloc[2]:.3f}")
+        if best["val_accuracy"] > base.iloc[2]:
+            text += ("; GTV exceeds it slightly, presumably because the few cross-cluster edges also shrink the "
+                     "cluster models toward each other (extra regularization on noisy labels)")
+        text += "."
+    text += f" IFCA reaches {base.iloc[3]:.3f}."
+    return text
+
+
+def _ratio_text(measured, paper) -> str:
+    if measured is None or paper is None or not np.isfinite(measured) or measured <= 0:
+        return "not measured"
+    r = measured / paper
+    if 0.1 <= r <= 10:
+        return f"{r:.2g} x the paper's value"
+    return f"{abs(math.log10(r)):.1f} orders of magnitude {'above' if r > 1 else 'below'} the paper's value"
+
+
+def _ifca_k_clause(r2) -> str:
+    if r2 is None:
+        return ""
+    t = r2.tables["k_clusters"]
+    failed = t[t["ifca_ari"] < 0.999]["k"].tolist()
+    if not failed:
+        return f" (it also recovers every k = {t['k'].min()}..{t['k'].max()} of Fig. 2)"
+    return f" (it does fail to recover the clusters for k = {', '.join(map(str, failed))} in Fig. 2)"
+
+
+def _comparison_rows(r1, r2=None) -> list[dict]:
+    """Every number the paper states (Table I), with what we measured and why they differ."""
+    m = r1.measured
+    p = r1.params
+    n_short, n_long = min(p["pdhg_iterations"]), max(p["pdhg_iterations"])
+    g = m.get
+    fed_w, fed_p = g("fedavg_mse"), g("fedavg_prediction_mse")
+    rows = [
+        {"quantity": "Table I, GTV (lam = 1e-2)", "paper": PAPER_VALUES["gtv"],
+         "measured": g("authors_gtv_l1_prediction_mse"),
+         "measured_as": "training prediction MSE, certified GTV with the l1 penalty and the authors' scaling (sum "
+                        "of squared errors per node): the configuration of the notebook's printed run",
+         "comment": (_ratio_text(g("authors_gtv_l1_prediction_mse"), PAPER_VALUES["gtv"]) + ". Remaining "
+                     "differences: the data draw, and the notebook's Algorithm 1 stopped after 2000 iterations with "
+                     "sigma = 0.9/2, while this value is at the certified minimizer.")},
+        {"quantity": "Table I, GTV (nLasso, as the table labels it)", "paper": PAPER_VALUES["gtv"],
+         "measured": g("authors_algorithm1_long_prediction_mse"),
+         "measured_as": f"training prediction MSE, plain Algorithm 1 after {n_long} iterations, authors' scaling "
+                        "(sum of squared errors), nLasso",
+         "comment": (_ratio_text(g("authors_algorithm1_long_prediction_mse"), PAPER_VALUES["gtv"]) + ". The noise "
+                     "floor (oracle cluster-wise fit) is " + fmt(g("oracle_prediction_mse")) + "; the paper's value "
+                     "is " + (f"{PAPER_VALUES['gtv'] / g('oracle_prediction_mse'):.0f}" if g("oracle_prediction_mse")
+                              else "?") + " times the floor here. The nLasso solution is closer to the oracle than "
+                     "the l1 one (row above), which is the penalty of the printed run; Algorithm 1 after "
+                     f"{n_long} iterations has converged here (rel. gap "
+                     f"{fmt(g('authors_algorithm1_long_rel_gap'))}).")},
+        {"quantity": "Table I, GTV", "paper": PAPER_VALUES["gtv"], "measured": g("gtv_mse"),
+         "measured_as": f"MSE of the weights, certified GTV (rel. gap {fmt(g('gtv_rel_gap'))}), mean loss "
+                        f"(1/m_i)||.||^2, nLasso, lam = {fmt(p['lam'])}",
+         "comment": (_ratio_text(g("gtv_mse"), PAPER_VALUES["gtv"]) + f" (a different measure). With the mean loss, "
+                     f"lam = {fmt(p['lam'])} weighs m = {p['m']} times more against the data than in the authors' "
+                     "code, so the lam-induced bias (~lam^2, see the lam guidance section) is larger: with the "
+                     "authors' scaling the certified weight MSE is " + fmt(g("authors_gtv_mse")) + ". "
+                     + (f"Either way {math.log10(fed_w / g('gtv_mse')):.0f} orders of magnitude below FedAvg."
+                        if fed_w and g("gtv_mse") else ""))},
+        {"quantity": f"Table I, GTV after exactly {n_short} iterations of plain Algorithm 1", "paper": None,
+         "measured": g("algorithm1_short_mse"),
+         "measured_as": ("MSE of the weights (certified rel. gap of that iterate "
+                         f"{fmt(g('algorithm1_short_rel_gap'))})"),
+         "comment": (f"Not converged: after {n_long} iterations the MSE is {fmt(g('algorithm1_long_mse'))} (rel. gap "
+                     f"{fmt(g('algorithm1_long_rel_gap'))}); the restarted fast core certifies rel. gap "
+                     f"{fmt(g('gtv_rel_gap'))} in {int(g('gtv_iterations', 0))} iterations. The notebook that "
+                     "printed Table I ran 2000 iterations.")},
+        {"quantity": "Table I, IFCA", "paper": PAPER_VALUES["ifca"],
+         "measured": g("ifca_paper_protocol_prediction_mse"),
+         "measured_as": (f"training prediction MSE, IFCA as configured in the authors' notebook (gradient steps, "
+                         f"lr {p['ifca_paper_lr']}, {p['ifca_paper_rounds']} rounds, {{0,1}} init, one run)"),
+         "comment": (_ratio_text(g("ifca_paper_protocol_prediction_mse"), PAPER_VALUES["ifca"]) + ". "
+                     + ("Reproduced: the two models start far from both clusters, each receives nodes of both "
+                        "clusters, both drift to the pooled model and IFCA collapses to FedAvg (measured: the same "
+                        "MSE as FedAvg, " + fmt(fed_p) + "; ARI " + fmt(g("ifca_paper_protocol_ari")) + "). The "
+                        "remaining difference is the data draw (see FedAvg)."
+                        if fed_p and abs(g("ifca_paper_protocol_prediction_mse") - fed_p) <= 1e-3 * fed_p else
+                        "This run does not collapse exactly to FedAvg (FedAvg: " + fmt(fed_p) + ", ARI "
+                        + fmt(g("ifca_paper_protocol_ari")) + ")."))},
+        {"quantity": "Table I, IFCA", "paper": PAPER_VALUES["ifca"], "measured": g("ifca_mse"),
+         "measured_as": f"MSE of the weights, IFCA with exact refits and {p['ifca_restarts']} random restarts",
+         "comment": (_ratio_text(g("ifca_mse"), PAPER_VALUES["ifca"]) + ": on this well-separated problem IFCA with "
+                     f"restarts recovers both clusters (ARI {fmt(g('ifca_ari'))}) and equals the oracle cluster-wise "
+                     "FedAvg; the paper's IFCA value reflects one collapsed run, not a limitation of IFCA here"
+                     + _ifca_k_clause(r2) + ".")},
+        {"quantity": "Table I, FedAvg", "paper": PAPER_VALUES["fedavg"], "measured": fed_p,
+         "measured_as": "training prediction MSE of the exact pooled model",
+         "comment": (_ratio_text(fed_p, PAPER_VALUES["fedavg"]) + ". FedAvg's error is about (number of coordinates "
+                     "where the two cluster weights differ) x 0.25^2 x (1 - d/(n m)); that number is "
+                     "Binomial(100, 1/2), so single data draws differ by about +-15 % (ours: weight MSE "
+                     + fmt(fed_w) + ").")},
+    ]
+    return rows
+
+
+def _found_and_chosen(results) -> str:
+    pc = results["paper_chain"].params
+    n_chain = int(results["paper_chain"].measured.get("solves", 0))
+    pd_ = results["paper_digits"].params
+    pk = results["paper_sbm_k_clusters"].params
+    return "\n".join([
+        "- **Found** (authors' notebook `SBM_experiment_ifca.ipynb`, " + SOURCES["notebook_sbm"].split(",")[0] + "): "
+        "Table I's numbers 1.42e-5 / 2.82 / 2.86 are printed there as `mean total MSE`, which is the mean squared "
+        "*training-label prediction* error, not the distance to the true weights; data = 2 x 100 nodes, m = 10, "
+        "d = 100, weights Bernoulli(1/2) x 0.5 (i.e. entries in {0, 0.5}), noise 1e-3; Algorithm 1 ran K = 2000 "
+        "iterations with tau_i = 1/deg_i, sigma = 0.9/2 on the *sum* of squared errors per node (our mean loss with "
+        "lam/m); the printed GTV run used the l1 penalty with lam = 0.01 (the notebook defines lam = 0.01 for l1 and "
+        "l2, 0.05 for MOCHA); IFCA = the reference code of Ghosh et al. with gradient averaging, lr 0.1, 300 epochs, "
+        "{0,1}-valued initialization, one run; FedAvg = local prox steps plus averaging.",
+        "- **Found** (`chain_experiment.ipynb`): the chain of two clusters uses d = 2, m_i = 5, weights (2, 2) and "
+        "(-2, 2), intra-cluster weight 1 and one bridge edge of weight eps, noise-free labels, a random subset of "
+        f"nodes with data; we use these. Chosen: 2 x {pc['cluster_size']} nodes (the notebook used 2 x 100; "
+        f"{pc['cluster_size']} keeps the {n_chain} certified solves within the time budget), eps in {pc['eps']}, "
+        f"{pc['repetitions']} repetitions, penalties and lam {pc['penalties']} (as specified for this reproduction), "
+        "on the mean loss.",
+        "- **Found** (`mnist_NN_experiment.ipynb`): digit-pair clusters {0,1} and {2,3}, a 3-NN graph with "
+        "exponential weights between local datasets, a lam sweep from 0 to 1e4 of validation accuracy. **Not "
+        f"found**: the exact clusters of the paper's Table II. Chosen: the pairs {pd_['pairs']} of the 8x8 digits, "
+        f"{pd_['nodes_per_cluster']} nodes each, logistic models, PCA-{pd_['pca_dim']} features, "
+        f"{pd_['label_noise']:.0%} training label noise (see the digits section for why), {pd_['knn']}-NN + MST graph.",
+        "- **Not found**: the statement and constants of Theorem 2 (only the abstract of the arXiv version was "
+        "available: an upper bound on the deviation from the oracle cluster-wise solution under conditions on the "
+        "local models and the network). We evaluate the network-flow (KKT) condition that such bounds rest on, in "
+        "exact form, instead (lam guidance section).",
+        f"- **Not found**: Fig. 2's node count per k. Chosen: {pk['n_nodes']} nodes split evenly into k clusters, SBM "
+        f"{pk['p_in']} / {pk['p_out']}, d = {pk['d']}, m_i = {pk['m']}, lam = {pk['lam']}.",
+    ])
+
+
+#: The summary's sections: (heading, study), in order.
+SUMMARY_SECTIONS = (
+    ("Table I: two-cluster SBM", "paper_sbm_table1"),
+    ("Fig. 2: MSE versus the number of clusters", "paper_sbm_k_clusters"),
+    ("Figs. 3-4: chain of two clusters", "paper_chain"),
+    ("Real data: handwritten digits with logistic local models", "paper_digits"),
+    ("Regularization guidance (lam) and the flow conditions behind Theorem 2", "paper_lam_guidance"),
+)
+
+
+def comparison_table(table1_record, k_clusters_record=None) -> pd.DataFrame:
+    """Every number the paper states (Table I), with what was measured and why they differ."""
+    return pd.DataFrame(_comparison_rows(table1_record, k_clusters_record))
+
+
+def summary(record, studies: dict, render_study) -> str:
+    """The summary page: paper versus measured, setup details, every study's section, runtime.
+
+    Parameters
+    ----------
+    record : StudyRecord
+        The summary's own record (tables ``paper_vs_measured`` and ``runtime``, fact ``ran_here``).
+    studies : dict of str -> StudyRecord
+        The five studies' records, by study name.
+    render_study : callable
+        ``render_study(record) -> Markdown`` of one study (the registered renderers).
+    """
+    runtime = record.tables["runtime"]
+    total = float(runtime["seconds"].sum())
+    ran_here = list(record.facts.get("ran_here") or [])
+    lines = [
+        "Reproduction of the experiments of Y. SarcheshmehPour, Y. Tian, L. Zhang, A. Jung, \"Clustered federated "
+        "learning via generalized total variation minimization\", IEEE Trans. Signal Processing 71, 2023 "
+        "(arXiv 2105.12769), with federated-learning baselines (`gtvcvx.baselines`) and a real-data study. Every GTV "
+        "solution below is computed by the fast core and *certified* by a duality gap unless it is labelled "
+        "\"plain Algorithm 1, k iterations\". Regenerate with `gtvcvx report problems/paper --out reports` "
+        "(add `--full` for the paper's repetition counts and sweeps).",
+        "",
+        "## Paper versus measured",
+        "",
+        "The numbers of the paper known to us are those of Table I (GTV 1.42e-5, IFCA 2.82, FedAvg 2.86; the "
+        "authors' notebook prints the same values). For Figs. 2-4 and Table II we could not access the plotted "
+        "values, so only our measurements are shown there.",
+        "",
+        _md_table(record.tables["paper_vs_measured"], ["quantity", "paper", "measured", "measured_as", "comment"]),
+        "",
+        "## Setup details: found and chosen",
+        "",
+        _found_and_chosen(studies),
+        "",
+    ]
+    for title, name in SUMMARY_SECTIONS:
+        lines += [f"## {title}", "", render_study(studies[name]).strip(), ""]
+    lines += ["## Runtime", "",
+              f"Measured on this machine (2 shared cores, BLAS limited to one thread): {total:.0f} s for the five "
+              "studies" + (f" (run here: {', '.join(ran_here)})." if ran_here else "."), "",
+              _md_table(runtime, ["study", "seconds"]), ""]
+    return "\n".join(lines)
