@@ -30,6 +30,7 @@ from __future__ import annotations
 import importlib
 import json
 import pkgutil
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,7 +39,7 @@ import pandas as pd
 from ..io import atomic_write_text
 
 __all__ = ["ExperimentOutput", "SCALES", "check_scale", "scaled_params", "registry", "get_experiment",
-           "StudyRecord", "StudyStore", "renderers", "render_record"]
+           "StudyRecord", "StudyStore", "renderers", "render_record", "load_defaults", "study_params"]
 
 #: Sizes an experiment can run at, smallest first.
 SCALES = ("quick", "default", "full")
@@ -77,6 +78,30 @@ def scaled_params(protocol: dict, overrides: dict, params, scale: str, *, contex
         out.update(overrides)
     out.update(params)
     return out
+
+
+def load_defaults(module_file) -> tuple[dict, dict]:
+    """``(protocol, scaled)`` of a study module, from ``<module>_defaults.toml`` next to it (the single source).
+
+    The file's top-level tables are the studies' full protocols (``scale="full"``); its
+    ``[default.<study>]`` and ``[quick.<study>]`` tables what the smaller scales change:
+    ``scaled[scale][study]``.
+    """
+    path = Path(module_file).with_name(f"{Path(module_file).stem}_defaults.toml")
+    with path.open("rb") as handle:
+        table = tomllib.load(handle)
+    scaled = {scale: table.pop(scale, {}) for scale in SCALES if scale != "full"}
+    unknown = {study for overrides in scaled.values() for study in overrides} - set(table)
+    if unknown:
+        raise RuntimeError(f"{path}: scale overrides for unknown studies {sorted(unknown)}")
+    return table, scaled
+
+
+def study_params(study: str, params, scale: str, defaults: tuple[dict, dict]) -> dict:
+    """A study's parameters at ``scale``: its protocol, the scale's overrides, then the spec's ``params``."""
+    protocol, scaled = defaults
+    return scaled_params(protocol[study], scaled.get(scale, {}).get(study, {}), params, scale,
+                         context=f"experiment {study!r}")
 
 
 @dataclass

@@ -16,12 +16,15 @@ import numpy as np
 
 from ..io import atomic_savefig
 from ..render.tables import markdown_table
-from . import ExperimentOutput, check_scale
+from . import ExperimentOutput, load_defaults, study_params
 
 __all__ = ["EXPERIMENTS", "clustering_real_data", "load_dataset", "DATASETS"]
 
 #: Datasets shipped with scikit-learn (no download).
 DATASETS = ("iris", "wine")
+
+#: The study's parameters and the smaller scales' overrides, from ``clustering_defaults.toml``.
+DEFAULTS, SCALED = load_defaults(__file__)
 
 
 def load_dataset(name: str):
@@ -37,17 +40,11 @@ def load_dataset(name: str):
 
 
 def _params(params: dict, scale: str) -> dict:
-    allowed = {"datasets", "n_lams", "k", "penalty", "tol", "standardize", "phi", "quick_n_lams"}
-    unknown = set(params) - allowed
-    if unknown:
-        raise ValueError(f"params: unknown key(s) {sorted(unknown)}; expected some of {sorted(allowed)}")
-    out = {"datasets": list(params.get("datasets", DATASETS)), "n_lams": int(params.get("n_lams", 40)),
-           "k": int(params.get("k", 10)), "penalty": str(params.get("penalty", "norm2")),
-           "tol": float(params.get("tol", 1e-6)), "standardize": bool(params.get("standardize", True)),
-           "phi": params.get("phi")}
-    if check_scale(scale) == "quick":  # fewer lams, same accuracy (the [check] thresholds stay meaningful)
-        out["n_lams"] = int(params.get("quick_n_lams", 8))
-    return out
+    p = study_params("clustering_real_data", params, scale, (DEFAULTS, SCALED))
+    p["datasets"] = [str(name) for name in p["datasets"]]
+    if p["phi"] == "auto":
+        p["phi"] = None  # the k-NN graph's own rule
+    return p
 
 
 def _figure_ari(path, ari, name: str, file: Path) -> None:

@@ -48,7 +48,6 @@ from __future__ import annotations
 import math
 import shutil
 import time
-import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -64,22 +63,14 @@ from ..recovery import (
 )
 from ..render import paper as text
 from ..render.paper import PAPER_VALUES, fmt
-from . import SCALES, ExperimentOutput, StudyRecord, scaled_params
+from . import ExperimentOutput, StudyRecord, load_defaults, study_params
 
 __all__ = ["EXPERIMENTS", "RENDERERS", "DEFAULTS", "SCALED", "PAPER_VALUES", "sbm_table1", "sbm_k_clusters",
            "chain_sweep", "digits_study", "lam_guidance", "paper_reproduction", "prediction_mse"]
 
-def _load_defaults() -> tuple[dict, dict]:
-    """``(DEFAULTS, SCALED)`` from ``paper_defaults.toml`` next to this module (the single source)."""
-    with (Path(__file__).with_name("paper_defaults.toml")).open("rb") as handle:
-        table = tomllib.load(handle)
-    scaled = {scale: table.pop(scale, {}) for scale in SCALES if scale != "full"}
-    return table, scaled
-
-
 #: The paper's protocol per study (``scale="full"``), and the overrides of the smaller scales
 #: (``SCALED["default"][study]``, ``SCALED["quick"][study]``), from ``paper_defaults.toml``.
-DEFAULTS, SCALED = _load_defaults()
+DEFAULTS, SCALED = load_defaults(__file__)
 
 
 # =======================================================================================
@@ -87,8 +78,7 @@ DEFAULTS, SCALED = _load_defaults()
 # =======================================================================================
 def _params(name: str, params: dict | None, scale: str) -> dict:
     """The study's parameters at ``scale``: the paper's protocol, the scale's overrides, then the spec's."""
-    return scaled_params(DEFAULTS[name], SCALED.get(scale, {}).get(name, {}), params, scale,
-                         context=f"experiment {name!r}")
+    return study_params(name, params, scale, (DEFAULTS, SCALED))
 
 
 def _seeds(seed, count: int):

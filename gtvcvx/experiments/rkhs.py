@@ -20,54 +20,12 @@ import numpy as np
 
 from ..io import atomic_savefig
 from ..progress import substep
-from . import ExperimentOutput, scaled_params
+from . import ExperimentOutput, load_defaults, study_params
 
-__all__ = ["EXPERIMENTS", "federated_ellipses", "breast_cancer_experiment", "paper"]
+__all__ = ["EXPERIMENTS", "DEFAULTS", "SCALED", "federated_ellipses", "breast_cancer_experiment", "paper"]
 
-ELLIPSE_DEFAULTS = {
-    "sizes": [90, 180, 270, 360, 450, 540, 630, 720, 810, 900],
-    "repetitions": 5,
-    "n_test": 1000,
-    "noise": 0.2,
-    "layout": [3, 3],
-    "overlap": 0.25,
-    "points_per_dim": 20,
-    "widths": [1.5, 3.0],
-    "threshold": 1e-6,
-    "gamma": 0.5,
-    "eps": 0.1,
-    "C": 1000.0,
-    "tol": 1e-6,
-    "seed": 0,
-    "boundary_figure": True,
-}
-#: What the smaller scales change (``scale="full"`` is the protocol above).
-ELLIPSE_SCALED = {
-    "default": {"sizes": [90, 270, 450, 630, 900], "repetitions": 2},
-    "quick": {"sizes": [45, 90], "repetitions": 1, "n_test": 200, "points_per_dim": 8, "widths": [3.0],
-              "boundary_figure": False},
-}
-
-CANCER_DEFAULTS = {
-    "n_agents": 5,
-    "repetitions": 5,
-    "test_fraction": 0.3,
-    "n_centers": 512,
-    "center_box": 2.0,
-    "widths": [3.0, 6.0],
-    "weight": 1.0,
-    "threshold": 1e-6,
-    "gamma": 1.0,
-    "eps": 0.1,
-    "C": 300.0,
-    "tol": 1e-6,
-    "svc_C": 1.0,
-    "seed": 0,
-}
-CANCER_SCALED = {
-    "default": {"repetitions": 2},
-    "quick": {"repetitions": 1, "n_centers": 64, "n_agents": 3},
-}
+#: Full protocol per study and the smaller scales' overrides, from ``rkhs_defaults.toml``.
+DEFAULTS, SCALED = load_defaults(__file__)
 
 
 def _fmt(mean, std):
@@ -89,15 +47,14 @@ def _savefig(fig, path: Path, dpi: int = 100) -> Path:
 # ---------------------------------------------------------------------------------------
 def federated_ellipses(params: dict, out_dir: Path, *, scale: str = "default", studies=None) -> ExperimentOutput:
     """The paper's simulated federated task (see the module docstring); ``params`` override
-    :data:`ELLIPSE_DEFAULTS` (``scale`` picks the size, see :data:`ELLIPSE_SCALED`)."""
+    ``DEFAULTS["rkhs_federated_ellipses"]`` (``scale`` picks the size, see ``rkhs_defaults.toml``)."""
     import pandas as pd
     from matplotlib.figure import Figure
 
     from ..rkhs import Dictionary, federated_fit
     from ..rkhs import data as rdata
 
-    p = scaled_params(ELLIPSE_DEFAULTS, ELLIPSE_SCALED.get(scale, {}), params, scale,
-                      context="experiment 'rkhs_federated_ellipses'")
+    p = study_params("rkhs_federated_ellipses", params, scale, (DEFAULTS, SCALED))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     box = rdata.ELLIPSE_BOX
@@ -255,8 +212,7 @@ def breast_cancer_experiment(params: dict, out_dir: Path, *, scale: str = "defau
     except ImportError as exc:  # pragma: no cover - environment dependent
         raise ImportError("the breast-cancer experiment needs scikit-learn") from exc
 
-    p = scaled_params(CANCER_DEFAULTS, CANCER_SCALED.get(scale, {}), params, scale,
-                      context="experiment 'rkhs_breast_cancer'")
+    p = study_params("rkhs_breast_cancer", params, scale, (DEFAULTS, SCALED))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = []
