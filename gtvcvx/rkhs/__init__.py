@@ -4,7 +4,8 @@
 * :class:`RKHSProblem` - data + dictionary + ``gamma``, ``eps``, ``C``: objectives, recovery;
 * :func:`solve_dual` - the fast core (semismooth-Newton ALM; restarted PDHG and the paper's
   projected subgradient ascent as options) with an honest duality-gap certificate;
-* :class:`SparseKernelClassifier` - scikit-learn-style estimator;
+* :class:`SparseKernelClassifier` - a scikit-learn estimator (passes ``check_estimator``; one-vs-rest
+  for more classes; dictionaries built from the training data at fit time);
 * :func:`federated_fit` - the federated protocol (agents send critical samples only);
 * :func:`run_rkhs_spec`, :func:`plot_decision_boundary` - ``kind = "rkhs"`` specs.
 

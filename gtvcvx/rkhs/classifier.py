@@ -1,31 +1,49 @@
-"""A scikit-learn-style estimator for the kernel-sparse classifier (no sklearn dependency)."""
+"""The kernel-sparse classifier as a scikit-learn estimator (``ClassifierMixin`` + ``BaseEstimator``).
+
+It passes scikit-learn's ``check_estimator`` (run in the test suite through
+``parametrize_with_checks``), so it works in ``GridSearchCV``, ``cross_val_score`` and pipelines.
+The dictionary can be built from the training data at fit time (``dictionary="samples"``,
+``"grid"``, ``"sobol"``), so cross-validation does not leak and the number of features is not
+fixed at construction. More than two classes are fitted one-vs-rest on one shared dictionary.
+"""
 
 from __future__ import annotations
 
-import inspect
+import numbers
 import warnings
 
 import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import ConvergenceWarning as _SklearnConvergenceWarning
+from sklearn.exceptions import NotFittedError as _SklearnNotFittedError
+from sklearn.utils import check_random_state
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import validate_data
 
-from .._validation import as_float_array
+from .._threads import blas_threads
 from ..results import Status
 from .dictionary import Dictionary
-from .problem import RKHSProblem, encode_labels
+from .problem import RKHSProblem
 from .result import DEFAULT_CRITICAL_TOL, RKHSResult, critical_mask
 from .solver import METHODS, solve_dual
 
-__all__ = ["SparseKernelClassifier", "NotFittedError", "ConvergenceWarning", "SOLVERS", "solve_problem"]
+__all__ = ["SparseKernelClassifier", "NotFittedError", "ConvergenceWarning", "SOLVERS", "DICTIONARIES",
+           "solve_problem"]
 
 #: Solvers an estimator accepts: the fast core or a CVXPY backend.
 SOLVERS = ("fast", "CLARABEL", "SCS")
 
 
-class NotFittedError(ValueError, AttributeError):
-    """The estimator is used before :meth:`SparseKernelClassifier.fit`."""
+class NotFittedError(_SklearnNotFittedError):
+    """The estimator is used before :meth:`SparseKernelClassifier.fit` (scikit-learn's ``NotFittedError``)."""
 
 
-class ConvergenceWarning(UserWarning):
-    """A solve stopped at a limit before its certified gap reached the tolerance."""
+class ConvergenceWarning(_SklearnConvergenceWarning):
+    """A solve stopped at a limit before its certified gap reached the tolerance (scikit-learn's kind)."""
+
+
+#: How :class:`SparseKernelClassifier` builds its dictionary from the training data at fit time.
+DICTIONARIES = ("samples", "grid", "sobol")
 
 
 def solve_problem(problem: RKHSProblem, solver: str = "fast", *, method: str = "ssnal", tol: float | None = None,
@@ -61,67 +79,108 @@ def _normalize_solver(solver) -> str:
     return "fast" if solver.lower() == "fast" else solver.upper()
 
 
-class SparseKernelClassifier:
-    r"""Kernel-sparse classifier over a multiresolution Gaussian dictionary.
+class SparseKernelClassifier(ClassifierMixin, BaseEstimator):
+    r"""Kernel-sparse classifier over a multiresolution Gaussian dictionary (a scikit-learn estimator).
 
     Fits ``f(x) = sum_j Delta_j alpha_j k(x, s_j; w_j)`` by solving the dual of
     ``min sum_j Delta_j (alpha_j^2/2 + gamma [alpha_j != 0])`` s.t. ``y_n f(x_n) >= 1 - eps``
-    (hinge slack with cost ``(C/N) sum xi`` when ``C`` is given) and predicts ``sign f(x)``.
+    (hinge slack with cost ``(C/N) sum xi`` when ``C`` is given) and predicts ``sign f(x)``;
+    more than two classes are fitted one-vs-rest on one shared dictionary.
 
     Parameters
     ----------
-    dictionary : Dictionary
-    gamma : float
+    dictionary : {"samples", "grid", "sobol"} or Dictionary, default="samples"
+        The atoms. A string builds them from the training data at fit time: ``"samples"``
+        centers at (up to ``n_centers``, drawn with ``random_state``) training samples,
+        ``"grid"`` a regular grid and ``"sobol"`` a scrambled Sobol set of ``n_centers``
+        points in the training data's bounding box; every center is repeated once per width
+        and every atom weighs ``Delta_j = 1 / (number of centers)``. A :class:`Dictionary` is
+        used as given (its dimension must match the data).
+    gamma : float, default=0.5
         Sparsity weight (> 0): an atom is used only when ``|abar_j| > sqrt(2 gamma)``.
-    eps : float
+    eps : float, default=0.1
         Margin slack (>= 0).
-    C : float or None
+    C : float or None, default=1000.0
         Soft-margin bound on the multipliers; ``None`` is the paper's hard margin (fit raises a
         ValueError when the margins cannot all hold).
-    solver : {"fast", "CLARABEL", "SCS"}
-    method : {"ssnal", "pdhg", "subgradient"}
+    solver : {"fast", "CLARABEL", "SCS"}, default="fast"
+    widths : float, sequence of float or None, default=None
+        Kernel widths of a built dictionary. ``None``: ``(w0 / 2, w0)`` with
+        ``w0 = sqrt(d var(X) / 2)``, the width of scikit-learn's ``SVC(gamma="scale")`` kernel.
+    n_centers : int, default=500
+        Centers of a built dictionary (``"grid"``: ``floor(n_centers^(1/d))`` points per
+        dimension, at least 2).
+    method : {"ssnal", "pdhg", "subgradient"}, default="ssnal"
         Algorithm of the fast core.
-    tol : float
+    tol : float, default=1e-6
         Relative duality-gap tolerance.
     max_iter, time_limit : optional
-    recovery : {"envelope", "l0"}
+    recovery : {"envelope", "l0"}, default="envelope"
         Coefficients used for prediction: the feasible convex-envelope primal point that
-        certifies the gap (default; it satisfies every margin) or the paper's L0 recovery
+        certifies the gap (it satisfies every margin) or the paper's L0 recovery
         ``alpha_j = abar_j [abar_j^2 > 2 gamma]`` (falls back to it when no feasible point exists).
     critical_tol : float
         A sample is critical when ``lambda_n > critical_tol * max(1, max(lambda))``.
     solver_options : dict, optional
         Extra options for the fast core or the CVXPY backend.
+    blas_threads : int or None, default=1
+        BLAS threads during fit and prediction (one is fastest for the solver's small dense
+        blocks on a shared machine); ``None`` keeps the process setting.
+    random_state : int, RandomState or None, default=0
+        Draws the centers of ``"samples"`` (when there are more samples than ``n_centers``)
+        and scrambles ``"sobol"``.
 
     Attributes
     ----------
-    classes_ : ndarray (2,)
-        ``classes_[0]`` is encoded ``-1``, ``classes_[1]`` is ``+1``.
-    dual_ : ndarray (N,)
-        The multipliers ``lambda``.
-    alpha_ : ndarray (M,)
+    classes_ : ndarray (n_classes,)
+        With two classes ``classes_[0]`` is encoded ``-1`` and ``classes_[1]`` ``+1``.
+    dictionary_ : Dictionary
+        The atoms used (built at fit time, or the given one).
+    dual_ : ndarray (N,) or (n_classes, N)
+        The multipliers ``lambda`` (one row per one-vs-rest problem with more than two classes).
+    alpha_ : ndarray (M,) or (n_classes, M)
         Coefficients used for prediction (see ``recovery``).
-    alpha_l0_, alpha_envelope_ : ndarray (M,) or None
+    alpha_l0_, alpha_envelope_ : ndarray or None
+        Both recoveries (two classes only; ``results_`` holds them per problem).
     critical_samples_ : ndarray of int
-        Training indices with ``lambda_n`` above ``critical_threshold_``.
+        Training indices with a multiplier above ``critical_threshold_`` (in any problem).
     critical_threshold_ : float
     n_kernels_ : int
-        Nonzero entries of ``alpha_``.
+        Atoms with a nonzero coefficient (in any problem): the model's size.
     gap_, rel_gap_ : float
-        Certified duality gap of the fit.
+        Certified duality gap of the fit (the largest over the one-vs-rest problems).
+    n_iter_ : int
+        Iterations of the solver (the most over the one-vs-rest problems).
     status_ : Status
+        ``optimal`` when every problem is certified, else the first other status.
     result_ : RKHSResult
+        The (first) problem's result; ``results_`` lists all of them.
     n_features_in_ : int
+
+    Notes
+    -----
+    The dual of the kernel-sparse problem is solved by the fast core (SSNAL by default) and
+    certified by a duality gap (:mod:`gtvcvx.rkhs.certificate`); ``predict_proba`` is not
+    provided, since the decision values are not calibrated probabilities.
+
+    References
+    ----------
+    M. Peifer, L. F. O. Chamon, S. Paternain, A. Ribeiro, "Sparse multiresolution representations
+    with adaptive kernels", IEEE Trans. Signal Processing 68, 2020; M. Peifer, A. Ribeiro,
+    "Federated classification using parsimonious functions in reproducing kernel Hilbert spaces",
+    arXiv:2009.03768 (``../shared/seeds/`` 003).
     """
 
-    def __init__(self, dictionary, gamma=0.5, eps=0.1, C=None, solver="fast", *, method="ssnal", tol=1e-6,
-                 max_iter=None, time_limit=None, recovery="envelope", critical_tol=DEFAULT_CRITICAL_TOL,
-                 solver_options=None):
+    def __init__(self, dictionary="samples", gamma=0.5, eps=0.1, C=1000.0, solver="fast", *, widths=None,
+                 n_centers=500, method="ssnal", tol=1e-6, max_iter=None, time_limit=None, recovery="envelope",
+                 critical_tol=DEFAULT_CRITICAL_TOL, solver_options=None, blas_threads=1, random_state=0):
         self.dictionary = dictionary
         self.gamma = gamma
         self.eps = eps
         self.C = C
         self.solver = solver
+        self.widths = widths
+        self.n_centers = n_centers
         self.method = method
         self.tol = tol
         self.max_iter = max_iter
@@ -129,34 +188,21 @@ class SparseKernelClassifier:
         self.recovery = recovery
         self.critical_tol = critical_tol
         self.solver_options = solver_options
+        self.blas_threads = blas_threads
+        self.random_state = random_state
 
-    # ------------------------------------------------------------------ params
-    @classmethod
-    def _param_names(cls):
-        sig = inspect.signature(cls.__init__)
-        return [n for n in sig.parameters if n != "self"]
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = False
+        return tags
 
-    def get_params(self, deep: bool = True) -> dict:
-        """The constructor parameters (scikit-learn convention)."""
-        return {name: getattr(self, name) for name in self._param_names()}
-
-    def set_params(self, **params) -> "SparseKernelClassifier":
-        """Set constructor parameters; unknown names raise a ValueError naming them."""
-        valid = set(self._param_names())
-        for key, value in params.items():
-            if key not in valid:
-                raise ValueError(f"invalid parameter {key!r} for SparseKernelClassifier; "
-                                 f"valid parameters: {sorted(valid)}")
-            setattr(self, key, value)
-        return self
-
-    def __repr__(self) -> str:
-        return (f"SparseKernelClassifier(dictionary={self.dictionary!r}, gamma={self.gamma!r}, eps={self.eps!r}, "
-                f"C={self.C!r}, solver={self.solver!r})")
-
-    def _check_params(self):
-        if not isinstance(self.dictionary, Dictionary):
-            raise ValueError(f"dictionary must be a gtvcvx.rkhs.Dictionary, got {type(self.dictionary).__name__}")
+    def _check_params(self) -> str:
+        if not (isinstance(self.dictionary, Dictionary) or self.dictionary in DICTIONARIES):
+            raise ValueError(f"dictionary must be one of {DICTIONARIES} or a gtvcvx.rkhs.Dictionary, "
+                             f"got {self.dictionary!r}")
+        if (isinstance(self.n_centers, bool) or not isinstance(self.n_centers, numbers.Integral)
+                or self.n_centers < 1):
+            raise ValueError(f"n_centers must be a positive integer, got {self.n_centers!r}")
         solver = _normalize_solver(self.solver)
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
@@ -164,93 +210,137 @@ class SparseKernelClassifier:
             raise ValueError(f"recovery must be 'envelope' or 'l0', got {self.recovery!r}")
         return solver
 
+    # ------------------------------------------------------------------ dictionary
+    def _widths(self, X: np.ndarray):
+        if self.widths is not None:
+            return self.widths
+        w0 = float(np.sqrt(X.shape[1] * X.var() / 2.0))
+        return (0.5 * w0, w0) if w0 > 0 else (1.0,)
+
+    def _build_dictionary(self, X: np.ndarray) -> Dictionary:
+        """The given dictionary, or one built from the training samples ``X`` (see ``dictionary``)."""
+        if isinstance(self.dictionary, Dictionary):
+            if self.dictionary.dim != X.shape[1]:
+                raise ValueError(f"X has {X.shape[1]} features, but the dictionary's atoms have "
+                                 f"{self.dictionary.dim} (dictionary.dim)")
+            return self.dictionary
+        widths, rng = self._widths(X), check_random_state(self.random_state)
+        if self.dictionary == "samples":
+            points = np.unique(X, axis=0)
+            if points.shape[0] > self.n_centers:
+                points = points[np.sort(rng.choice(points.shape[0], self.n_centers, replace=False))]
+            return Dictionary.from_samples(points, widths)
+        low, high = X.min(axis=0), X.max(axis=0)
+        pad = 0.5 * np.where(high > low, 0.0, np.maximum(np.abs(low), 1.0))  # a constant feature
+        bounds = np.column_stack([low - pad, high + pad])
+        d = X.shape[1]
+        if self.dictionary == "grid":
+            per_dim = max(2, int(np.floor(self.n_centers ** (1.0 / d) + 1e-9)))
+            if per_dim ** d > 10 * self.n_centers:
+                raise ValueError(f"dictionary='grid' needs {per_dim}^{d} = {float(per_dim) ** d:.3g} centers for "
+                                 f"{d} features (n_centers={self.n_centers}); use 'sobol' or 'samples'")
+            return Dictionary.grid(bounds, per_dim, widths, weights=1.0 / per_dim ** d)
+        seed = int(rng.integers(2**32)) if hasattr(rng, "integers") else int(rng.randint(2**31))
+        return Dictionary.sobol(bounds, self.n_centers, widths, seed=seed, weights=1.0 / self.n_centers)
+
     # ------------------------------------------------------------------ fit / predict
     def fit(self, X, y, *, lam0=None) -> "SparseKernelClassifier":
-        """Fit on samples ``X`` (N, d) with labels ``y`` (N,) of exactly two classes.
+        """Fit on samples ``X`` (N, d) with labels ``y`` (N,) of at least two classes.
 
         Parameters
         ----------
+        X : array_like (N, d)
+        y : array_like (N,)
         lam0 : array_like (N,), optional
-            Warm start for the multipliers (fast solver).
+            Warm start for the multipliers (fast solver, two classes).
 
         Raises
         ------
         ValueError
-            Bad input (naming the argument), or a hard margin that cannot hold (status
-            ``unbounded`` / ``infeasible``; ``status_`` and ``result_`` are still set).
+            Bad input or parameters (naming them), one class only, or a hard margin that cannot
+            hold (status ``unbounded`` / ``infeasible``; ``status_`` and ``results_`` are still set).
         """
         solver = self._check_params()
-        X = as_float_array(X, "X", ndim=2)
-        if X.shape[0] == 0:
-            raise ValueError("X must hold at least one sample")
-        if X.shape[1] != self.dictionary.dim:
-            raise ValueError(f"X must have {self.dictionary.dim} columns (the dictionary's dimension), got {X.shape[1]}")
-        y_arr = np.asarray(y)
-        if y_arr.ndim != 1 or y_arr.shape[0] != X.shape[0]:
-            raise ValueError(f"y must be a 1-D array with one label per row of X ({X.shape[0]}), got shape {y_arr.shape}")
-        y_pm, classes = encode_labels(y_arr, "y")
-        problem = RKHSProblem(X, y_pm, self.dictionary, self.gamma, self.eps, self.C)
-        result = solve_problem(problem, solver, method=self.method, tol=self.tol, max_iter=self.max_iter,
-                               time_limit=self.time_limit, lam0=lam0, critical_tol=self.critical_tol,
-                               solver_options=self.solver_options)
-        return self._set_fitted(result, classes, X.shape[1])
+        X, y = validate_data(self, X, y, dtype=np.float64)
+        check_classification_targets(y)
+        classes, encoded = np.unique(y, return_inverse=True)
+        if classes.size < 2:
+            raise ValueError(f"y must hold at least two classes; got {classes.size} class ({classes.tolist()})")
+        with blas_threads(self.blas_threads):
+            dictionary = self._build_dictionary(X)
+            targets = [encoded] if classes.size == 2 else [(encoded == k).astype(int) for k in range(classes.size)]
+            results = []
+            for target in targets:
+                problem = RKHSProblem(X, np.where(target == 1, 1.0, -1.0), dictionary, self.gamma, self.eps, self.C)
+                results.append(solve_problem(problem, solver, method=self.method, tol=self.tol,
+                                             max_iter=self.max_iter, time_limit=self.time_limit,
+                                             lam0=lam0 if len(targets) == 1 else None,
+                                             critical_tol=self.critical_tol, solver_options=self.solver_options))
+        self.dictionary_ = dictionary
+        return self._set_fitted(results, classes, X.shape[1])
 
-    def _set_fitted(self, result: RKHSResult, classes, n_features: int) -> "SparseKernelClassifier":
-        self.status_ = result.status
-        self.result_ = result
+    def _set_fitted(self, results, classes, n_features: int) -> "SparseKernelClassifier":
+        """Store the fitted state from one result per one-vs-rest problem (one for two classes)."""
+        if isinstance(results, RKHSResult):
+            results = [results]
+        self.results_ = list(results)
+        self.result_ = results[0]
+        bad = next((r for r in results if r.status != Status.OPTIMAL), None)
+        self.status_ = Status.OPTIMAL if bad is None else bad.status
         for name in ("classes_", "dual_", "alpha_", "alpha_l0_", "alpha_envelope_", "critical_samples_"):
             self.__dict__.pop(name, None)
-        if result.status in (Status.UNBOUNDED, Status.INFEASIBLE) or result.multipliers is None:
-            raise ValueError(f"fit failed with status {str(result.status)!r}: "
-                             f"{result.message or 'the solver returned no solution'}")
-        if result.status != Status.OPTIMAL:
-            warnings.warn(f"solve stopped with status {str(result.status)!r} at relative gap {result.rel_gap:.3g}: "
-                          f"{result.message}", ConvergenceWarning, stacklevel=3)
+        for r in results:
+            if r.status in (Status.UNBOUNDED, Status.INFEASIBLE) or r.multipliers is None:
+                raise ValueError(f"fit failed with status {str(r.status)!r}: "
+                                 f"{r.message or 'the solver returned no solution'}")
+        if bad is not None:
+            warnings.warn(f"solve stopped with status {str(bad.status)!r} at relative gap {bad.rel_gap:.3g}: "
+                          f"{bad.message}", ConvergenceWarning, stacklevel=3)
+        alphas = []
+        for r in results:
+            if self.recovery == "envelope" and r.alpha_envelope is not None:
+                alphas.append(r.alpha_envelope)
+            else:
+                if self.recovery == "envelope":
+                    warnings.warn("no feasible envelope-primal point; predicting with the L0 recovery",
+                                  ConvergenceWarning, stacklevel=3)
+                alphas.append(r.alpha)
+        one = len(results) == 1
         self.classes_ = np.asarray(classes)
-        self.dual_ = result.multipliers
-        self.alpha_l0_ = result.alpha
-        self.alpha_envelope_ = result.alpha_envelope
-        if self.recovery == "envelope" and result.alpha_envelope is not None:
-            self.alpha_ = result.alpha_envelope
-        else:
-            if self.recovery == "envelope":
-                warnings.warn("no feasible envelope-primal point; predicting with the L0 recovery",
-                              ConvergenceWarning, stacklevel=3)
-            self.alpha_ = result.alpha
-        self.critical_threshold_ = self.critical_tol * max(1.0, float(np.max(result.multipliers))) if result.multipliers.size else 0.0
-        self.critical_samples_ = np.flatnonzero(critical_mask(result.multipliers, self.critical_tol))
-        self.n_kernels_ = int(np.count_nonzero(self.alpha_))
-        self.gap_ = result.gap
-        self.rel_gap_ = result.rel_gap
+        self.dual_ = results[0].multipliers if one else np.vstack([r.multipliers for r in results])
+        self.alpha_ = alphas[0] if one else np.vstack(alphas)
+        self.alpha_l0_ = results[0].alpha if one else None
+        self.alpha_envelope_ = results[0].alpha_envelope if one else None
+        duals = np.atleast_2d(self.dual_)
+        self.critical_threshold_ = self.critical_tol * max(1.0, float(duals.max())) if duals.size else 0.0
+        self.critical_samples_ = np.flatnonzero(np.any([critical_mask(r.multipliers, self.critical_tol)
+                                                        for r in results], axis=0))
+        self.n_kernels_ = int(np.count_nonzero(np.any(np.atleast_2d(self.alpha_) != 0, axis=0)))
+        self.gap_ = max(r.gap for r in results)
+        self.rel_gap_ = max(r.rel_gap for r in results)
+        self.n_iter_ = max(int(r.iterations or 0) for r in results)
         self.n_features_in_ = n_features
         return self
 
     def _check_fitted(self):
         if not hasattr(self, "alpha_"):
-            raise NotFittedError("this SparseKernelClassifier is not fitted yet; call fit(X, y) first")
+            raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet. Call 'fit' with "
+                                 "appropriate arguments before using this estimator.")
 
     def decision_function(self, X) -> np.ndarray:
-        """``f(x) = sum_j Delta_j alpha_j k(x, s_j; w_j)``; positive values predict ``classes_[1]``."""
+        """``f(x) = sum_j Delta_j alpha_j k(x, s_j; w_j)``: shape (n,) with two classes (positive values
+        predict ``classes_[1]``), else (n, n_classes) one-vs-rest scores."""
         self._check_fitted()
-        X = as_float_array(X, "X", ndim=2)
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X must have {self.n_features_in_} columns (as in fit), got {X.shape[1]}")
-        return self.dictionary.evaluate(X, self.alpha_)
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        dictionary = getattr(self, "dictionary_", self.dictionary)
+        with blas_threads(self.blas_threads):
+            if self.alpha_.ndim == 1:
+                return dictionary.evaluate(X, self.alpha_)
+            return np.column_stack([dictionary.evaluate(X, a) for a in self.alpha_])
 
     def predict(self, X) -> np.ndarray:
-        """Class labels (``classes_[1]`` where ``f(x) > 0``, else ``classes_[0]``)."""
+        """Class labels: ``classes_[1]`` where ``f(x) > 0`` (two classes), else the highest score's class."""
         f = self.decision_function(X)
-        return self.classes_[(f > 0).astype(int)]
-
-    def score(self, X, y) -> float:
-        """Mean accuracy on ``(X, y)``."""
-        self._check_fitted()
-        y = np.asarray(y)
-        X_arr = as_float_array(X, "X", ndim=2)
-        if y.ndim != 1 or y.shape[0] != X_arr.shape[0]:
-            raise ValueError(f"y must be a 1-D array with one label per row of X ({X_arr.shape[0]}), got shape {y.shape}")
-        unknown = ~np.isin(y, self.classes_)
-        if unknown.any():
-            raise ValueError(f"y holds labels not seen in fit: {np.unique(y[unknown]).tolist()[:5]}; "
-                             f"expected {self.classes_.tolist()}")
-        return float(np.mean(self.predict(X_arr) == y))
+        if f.ndim == 1:
+            return self.classes_[(f > 0).astype(int)]
+        return self.classes_[np.argmax(f, axis=1)]

@@ -1,0 +1,102 @@
+"""SparseKernelClassifier as a scikit-learn estimator: check_estimator, model selection, pipelines."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.base import clone, is_classifier
+from sklearn.datasets import load_iris, make_moons
+from sklearn.model_selection import GridSearchCV, StratifiedKFold, cross_val_score
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from gtvcvx.results import Status
+from gtvcvx.rkhs import Dictionary, NotFittedError, SparseKernelClassifier
+
+
+@parametrize_with_checks([SparseKernelClassifier()])
+def test_scikit_learn_estimator_checks(estimator, check):
+    check(estimator)
+
+
+@pytest.fixture(scope="module")
+def moons():
+    return make_moons(160, noise=0.2, random_state=0)
+
+
+def test_is_a_classifier_with_tags_and_stratified_cross_validation(moons):
+    X, y = moons
+    clf = SparseKernelClassifier(n_centers=60)
+    assert is_classifier(clf) and clf.__sklearn_tags__().estimator_type == "classifier"
+    assert not hasattr(clf, "predict_proba")  # decision values are not calibrated probabilities
+    scores = cross_val_score(clf, X, y, cv=3, scoring="roc_auc")  # needs decision_function of a classifier
+    assert np.isfinite(scores).all() and scores.min() > 0.9
+
+
+def test_pipeline_and_grid_search_refit_the_dictionary_per_fold(moons):
+    X, y = moons
+    X = X * [1000.0, 0.001]  # unscaled features: the pipeline's scaler makes them comparable
+    pipe = make_pipeline(StandardScaler(), SparseKernelClassifier(n_centers=60))
+    search = GridSearchCV(pipe, {"sparsekernelclassifier__gamma": [0.1, 1.0]}, cv=StratifiedKFold(3))
+    search.fit(X, y)
+    assert np.isfinite(search.cv_results_["mean_test_score"]).all()
+    assert search.best_score_ > 0.85 and search.score(X, y) > 0.85
+    best = search.best_estimator_[-1]
+    assert best.status_ == Status.OPTIMAL and best.rel_gap_ <= 1e-6
+    # the atoms come from the training data of each fit, never from data it did not see
+    centers = np.unique(best.dictionary_.centers, axis=0)
+    scaled = search.best_estimator_[0].transform(X)
+    assert centers.shape[0] <= 60 and all((np.abs(scaled - c).sum(axis=1) < 1e-12).any() for c in centers)
+
+
+@pytest.mark.parametrize("kind", ["samples", "grid", "sobol"])
+def test_built_dictionaries_follow_the_data(moons, kind):
+    X, y = moons
+    clf = SparseKernelClassifier(kind, n_centers=64, widths=[0.3, 0.6]).fit(X, y)
+    D = clf.dictionary_
+    assert D.dim == 2 and set(np.unique(D.widths)) == {0.3, 0.6}
+    assert D.n_atoms == 2 * {"samples": 64, "grid": 64, "sobol": 64}[kind]
+    low, high = X.min(axis=0), X.max(axis=0)
+    assert (D.centers >= low - 1e-12).all() and (D.centers <= high + 1e-12).all()
+    assert clf.score(X, y) > 0.9 and clf.status_ == Status.OPTIMAL
+    again = clone(clf).fit(X, y)  # seeded: the same atoms and the same model
+    np.testing.assert_array_equal(again.dictionary_.centers, D.centers)
+    np.testing.assert_array_equal(again.alpha_, clf.alpha_)
+
+
+def test_grid_refuses_high_dimension_with_a_way_out():
+    X = np.random.default_rng(0).standard_normal((40, 12))
+    y = (X[:, 0] > 0).astype(int)
+    with pytest.raises(ValueError, match="dictionary='grid' needs 2\\^12 .* use 'sobol' or 'samples'"):
+        SparseKernelClassifier("grid", n_centers=100).fit(X, y)
+    assert SparseKernelClassifier("sobol", n_centers=64).fit(X, y).dictionary_.dim == 12
+
+
+def test_more_than_two_classes_one_vs_rest_on_one_dictionary():
+    X, y = load_iris(return_X_y=True)
+    names = np.array(["setosa", "versicolor", "virginica"])[y]
+    clf = make_pipeline(StandardScaler(), SparseKernelClassifier(n_centers=80)).fit(X, names)
+    model = clf[-1]
+    assert list(model.classes_) == ["setosa", "versicolor", "virginica"]
+    scores = clf.decision_function(X)
+    assert scores.shape == (150, 3) and model.alpha_.shape == (3, model.dictionary_.n_atoms)
+    np.testing.assert_array_equal(clf.predict(X), model.classes_[scores.argmax(axis=1)])
+    assert clf.score(X, names) > 0.9
+    assert len(model.results_) == 3 and all(r.status == Status.OPTIMAL for r in model.results_)
+    assert model.rel_gap_ == max(r.rel_gap for r in model.results_) <= 1e-6
+    assert model.n_kernels_ == np.count_nonzero((model.alpha_ != 0).any(axis=0))
+
+
+def test_a_given_dictionary_is_used_as_is_and_errors_follow_scikit_learn(moons):
+    X, y = moons
+    D = Dictionary.grid([(-2, 3), (-1.5, 2)], 6, [0.5, 1.0])
+    clf = SparseKernelClassifier(D)
+    with pytest.raises(NotFittedError, match="not fitted yet"):
+        clf.decision_function(X)
+    clf.fit(X, y)
+    assert clf.dictionary_ is D and clf.score(X, y) > 0.85
+    with pytest.raises(TypeError, match="Sparse data was passed"):
+        import scipy.sparse as sp
+
+        clf.fit(sp.csr_matrix(X), y)
