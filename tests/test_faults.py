@@ -128,7 +128,10 @@ def test_ctrl_c_during_a_reference_solve_exits_promptly_with_130(backend):
     spec = Path(__file__).resolve().parents[1] / "problems" / "paper" / "table1.toml"
     env = {**os.environ, "PYTHONFAULTHANDLER": "1"}  # SIGABRT dumps every thread's stack
     proc = subprocess.Popen([sys.executable, "-m", "gtvcvx", "solve", str(spec), "--solver", backend],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            # a shell starts background jobs with SIGINT ignored, and a child inherits
+                            # that: give it the default disposition a terminal's Ctrl-C meets
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     time.sleep(5.0)  # imports, spec, compilation: the backend is running by now (~200 s in all)
     sent = time.perf_counter()
     proc.send_signal(signal.SIGINT)
