@@ -132,3 +132,13 @@ def test_function_level_imports_do_not_grow():
     assert count <= MAX_FUNCTION_LEVEL_IMPORTS, (
         f"{count} function-level imports of gtvcvx modules (ceiling {MAX_FUNCTION_LEVEL_IMPORTS}); import at "
         "module level (lazy imports are for CVXPY, matplotlib and optional backends)")
+
+
+def test_importing_gtvcvx_does_not_load_scikit_learn():
+    """The estimator and the federated protocol load scikit-learn (~0.6 s) on first use only."""
+    import subprocess
+    import sys
+
+    code = ("import sys, gtvcvx, gtvcvx.rkhs; assert 'sklearn' not in sys.modules, 'loaded at import'; "
+            "from gtvcvx.rkhs import SparseKernelClassifier, federated_fit; assert 'sklearn' in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)

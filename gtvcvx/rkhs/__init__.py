@@ -9,16 +9,16 @@
 * :func:`federated_fit` - the federated protocol (agents send critical samples only);
 * :func:`run_rkhs_spec`, :func:`plot_decision_boundary` - ``kind = "rkhs"`` specs.
 
-The CVXPY reference statements live in :mod:`gtvcvx.rkhs.reference`.
+The CVXPY reference statements live in :mod:`gtvcvx.rkhs.reference`. The estimator and the
+federated protocol are loaded on first use: they import scikit-learn (about 0.6 s), which
+``import gtvcvx`` and every command that does not fit a classifier should not pay for.
 """
 
 from .certificate import RKHSCertificate, certify, hard_margin_feasible_point
 from .dictionary import Dictionary, gaussian_kernel
 from .problem import RKHSProblem, encode_labels, phi_conjugate, psi
 from .result import RKHSResult, critical_mask
-from .solver import METHODS, solve_dual
-from .classifier import ConvergenceWarning, NotFittedError, SparseKernelClassifier, solve_problem
-from .federated import FederatedResult, federated_fit
+from .solver import METHODS, solve_dual, solve_problem
 from .spec import RKHSSpec, load_rkhs_spec
 from .run import plot_decision_boundary, run_rkhs_spec
 
@@ -27,3 +27,17 @@ __all__ = ["SparseKernelClassifier", "NotFittedError", "ConvergenceWarning", "so
            "Dictionary", "gaussian_kernel", "RKHSProblem", "encode_labels", "psi", "phi_conjugate",
            "RKHSResult", "critical_mask", "RKHSCertificate", "certify", "hard_margin_feasible_point",
            "solve_dual", "METHODS"]
+
+#: Names of the submodules that import scikit-learn, loaded on first access (PEP 562).
+_LAZY = {"SparseKernelClassifier": "classifier", "NotFittedError": "classifier", "ConvergenceWarning": "classifier",
+         "DICTIONARIES": "classifier", "FederatedResult": "federated", "federated_fit": "federated"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -25,14 +25,9 @@ from ..results import Status
 from .dictionary import Dictionary
 from .problem import RKHSProblem
 from .result import DEFAULT_CRITICAL_TOL, RKHSResult, critical_mask
-from .solver import METHODS, solve_dual
+from .solver import METHODS, _normalize_solver, solve_problem
 
-__all__ = ["SparseKernelClassifier", "NotFittedError", "ConvergenceWarning", "SOLVERS", "DICTIONARIES",
-           "solve_problem"]
-
-#: Solvers an estimator accepts: the fast core or a CVXPY backend.
-SOLVERS = ("fast", "CLARABEL", "SCS")
-
+__all__ = ["SparseKernelClassifier", "NotFittedError", "ConvergenceWarning", "DICTIONARIES"]
 
 class NotFittedError(_SklearnNotFittedError):
     """The estimator is used before :meth:`SparseKernelClassifier.fit` (scikit-learn's ``NotFittedError``)."""
@@ -44,39 +39,6 @@ class ConvergenceWarning(_SklearnConvergenceWarning):
 
 #: How :class:`SparseKernelClassifier` builds its dictionary from the training data at fit time.
 DICTIONARIES = ("samples", "grid", "sobol")
-
-
-def solve_problem(problem: RKHSProblem, solver: str = "fast", *, method: str = "ssnal", tol: float | None = None,
-                  max_iter=None, time_limit=None, lam0=None, critical_tol: float = DEFAULT_CRITICAL_TOL,
-                  solver_options: dict | None = None, statement: str = "dual") -> RKHSResult:
-    """Solve an :class:`RKHSProblem` with the fast core or a CVXPY backend (dual statement by default).
-
-    ``tol`` is the fast core's relative gap (default 1e-6); for a CVXPY backend, when given, it is
-    mapped to the backend's own tolerances (see :func:`gtvcvx.runner.run_solver`).
-    """
-    solver = _normalize_solver(solver)
-    opts = dict(solver_options or {})
-    if solver == "fast":
-        return solve_dual(problem, method=method, tol=1e-6 if tol is None else tol, max_iter=max_iter,
-                          time_limit=time_limit, lam0=lam0, critical_tol=critical_tol, **opts)
-    from .reference import solve_rkhs_dual, solve_rkhs_primal
-
-    if tol is not None:
-        opts.setdefault("tol", tol)
-    if max_iter is not None:
-        opts.setdefault("max_iter", max_iter)
-    if time_limit is not None:
-        opts.setdefault("time_limit", time_limit)
-    if statement not in ("dual", "primal"):
-        raise ValueError(f"statement must be 'dual' or 'primal', got {statement!r}")
-    fn = solve_rkhs_dual if statement == "dual" else solve_rkhs_primal
-    return fn(problem, solver, critical_tol=critical_tol, **opts)
-
-
-def _normalize_solver(solver) -> str:
-    if not isinstance(solver, str) or not solver:
-        raise ValueError(f"solver must be one of {SOLVERS} (or another CVXPY backend), got {solver!r}")
-    return "fast" if solver.lower() == "fast" else solver.upper()
 
 
 class SparseKernelClassifier(ClassifierMixin, BaseEstimator):
@@ -240,8 +202,8 @@ class SparseKernelClassifier(ClassifierMixin, BaseEstimator):
                 raise ValueError(f"dictionary='grid' needs {per_dim}^{d} = {float(per_dim) ** d:.3g} centers for "
                                  f"{d} features (n_centers={self.n_centers}); use 'sobol' or 'samples'")
             return Dictionary.grid(bounds, per_dim, widths, weights=1.0 / per_dim ** d)
-        seed = int(rng.integers(2**32)) if hasattr(rng, "integers") else int(rng.randint(2**31))
-        return Dictionary.sobol(bounds, self.n_centers, widths, seed=seed, weights=1.0 / self.n_centers)
+        return Dictionary.sobol(bounds, self.n_centers, widths, seed=int(rng.randint(2**31)),
+                                weights=1.0 / self.n_centers)
 
     # ------------------------------------------------------------------ fit / predict
     def fit(self, X, y, *, lam0=None) -> "SparseKernelClassifier":

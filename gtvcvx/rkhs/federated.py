@@ -16,7 +16,8 @@ import numpy as np
 
 from .._validation import as_float_array
 from ..results import RESULT_ROW_KEYS, Status, WrappedSolve
-from .classifier import SparseKernelClassifier, solve_problem
+from .classifier import SparseKernelClassifier
+from .solver import solve_problem
 from .dictionary import Dictionary
 from .problem import RKHSProblem, encode_labels
 from .result import DEFAULT_CRITICAL_TOL, RKHSResult, critical_mask

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .classifier import _normalize_solver, solve_problem
+from .solver import _normalize_solver, solve_problem
 from .result import RKHSResult
 from .spec import RKHSSpec
 

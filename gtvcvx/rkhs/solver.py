@@ -30,7 +30,10 @@ from .certificate import RKHSCertificate, certify, hard_margin_feasible_point
 from .problem import RKHSProblem
 from .result import DEFAULT_CRITICAL_TOL, RKHSResult, critical_mask
 
-__all__ = ["solve_dual", "METHODS", "prox_h", "prox_h_conjugate", "DEFAULT_TOL"]
+__all__ = ["solve_dual", "solve_problem", "METHODS", "SOLVERS", "prox_h", "prox_h_conjugate", "DEFAULT_TOL"]
+
+#: Solvers :func:`solve_problem` accepts: the fast core or a CVXPY backend.
+SOLVERS = ("fast", "CLARABEL", "SCS")
 
 #: Methods of the fast core.
 METHODS = ("ssnal", "pdhg", "subgradient")
@@ -572,3 +575,36 @@ def _subgradient(sc, tracker, lam, z, max_iter, *, step0=None, decay=1000.0, che
             break
     status, message = _final_lp_check(tracker, status, message)
     return status, k, message, {"step0": step0}
+
+
+def solve_problem(problem: RKHSProblem, solver: str = "fast", *, method: str = "ssnal", tol: float | None = None,
+                  max_iter=None, time_limit=None, lam0=None, critical_tol: float = DEFAULT_CRITICAL_TOL,
+                  solver_options: dict | None = None, statement: str = "dual") -> RKHSResult:
+    """Solve an :class:`RKHSProblem` with the fast core or a CVXPY backend (dual statement by default).
+
+    ``tol`` is the fast core's relative gap (default 1e-6); for a CVXPY backend, when given, it is
+    mapped to the backend's own tolerances (see :func:`gtvcvx.runner.run_solver`).
+    """
+    solver = _normalize_solver(solver)
+    opts = dict(solver_options or {})
+    if solver == "fast":
+        return solve_dual(problem, method=method, tol=1e-6 if tol is None else tol, max_iter=max_iter,
+                          time_limit=time_limit, lam0=lam0, critical_tol=critical_tol, **opts)
+    from .reference import solve_rkhs_dual, solve_rkhs_primal
+
+    if tol is not None:
+        opts.setdefault("tol", tol)
+    if max_iter is not None:
+        opts.setdefault("max_iter", max_iter)
+    if time_limit is not None:
+        opts.setdefault("time_limit", time_limit)
+    if statement not in ("dual", "primal"):
+        raise ValueError(f"statement must be 'dual' or 'primal', got {statement!r}")
+    fn = solve_rkhs_dual if statement == "dual" else solve_rkhs_primal
+    return fn(problem, solver, critical_tol=critical_tol, **opts)
+
+
+def _normalize_solver(solver) -> str:
+    if not isinstance(solver, str) or not solver:
+        raise ValueError(f"solver must be one of {SOLVERS} (or another CVXPY backend), got {solver!r}")
+    return "fast" if solver.lower() == "fast" else solver.upper()
