@@ -167,3 +167,9 @@ def test_render_rewrites_a_study_page_from_its_record_without_running_it(tmp_pat
     (out / "specs/results.json").write_text(json.dumps(doc))
     with pytest.raises(ValueError, match="leaves the report directory"):
         render_report(out)
+    (tmp_path / "elsewhere").mkdir()
+    (out / "link").symlink_to(tmp_path / "elsewhere")  # a symbolic link out of the report is refused too
+    doc["specs"][0]["experiment_record"] = "link/toy.json"
+    (out / "specs/results.json").write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match="leaves the report directory .*symbolic link"):
+        render_report(out)

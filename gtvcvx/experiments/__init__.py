@@ -155,7 +155,7 @@ class StudyRecord:
     figures : list of str
         Figure file names, relative to the record's directory.
     directory : Path or None
-        Where the record was saved or loaded from (not part of the file).
+        Where the record was loaded from (not part of the file).
     """
 
     study: str
@@ -180,7 +180,6 @@ class StudyRecord:
                "tables": tables}
         path = directory / f"{self.study}.json"
         atomic_write_text(path, json.dumps(doc, indent=1, sort_keys=True, default=str) + "\n")
-        self.directory = directory
         return path
 
     @classmethod
@@ -230,9 +229,6 @@ class StudyStore:
 
     def get(self, study: str, params: dict) -> StudyRecord | None:
         return self._records.get(self.key(study, params))
-
-    def __len__(self) -> int:
-        return len(self._records)
 
 
 def registry() -> dict:

@@ -63,7 +63,7 @@ from ..recovery import (
 )
 from ..render import paper as text
 from ..render.paper import PAPER_VALUES, fmt
-from . import ExperimentOutput, StudyRecord, load_defaults, study_params
+from . import ExperimentOutput, StudyRecord, load_defaults, render_record, study_params
 
 __all__ = ["EXPERIMENTS", "RENDERERS", "DEFAULTS", "SCALED", "PAPER_VALUES", "sbm_table1", "sbm_k_clusters",
            "chain_sweep", "digits_study", "lam_guidance", "paper_reproduction", "prediction_mse"]
@@ -909,7 +909,7 @@ def paper_reproduction(params: dict, out_dir: Path, *, scale: str = "default", s
 def _render_summary(record) -> str:
     """The summary's text from its record and the study records saved next to it."""
     studies = {name: StudyRecord.load(record.directory / f"{name}.json") for name in _STUDIES}
-    return text.summary(record, studies, lambda study: RENDERERS[study.study](study))
+    return text.summary(record, studies, render_record)
 
 
 EXPERIMENTS = {

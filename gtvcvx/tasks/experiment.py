@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import experiments
+from .._validation import contained_path
 from ..io import atomic_write_text
 from ..render.markdown import rebase_markdown
 from ..render.tables import json_value
@@ -134,11 +135,10 @@ class ExperimentTask(Task):
         rep.experiment_page = target or ""
         rep.experiment_markdown = f"## {output.title}\n\n{output.markdown.strip()}\n"
         rep.measured = {k: json_value(v) for k, v in (output.measured or {}).items()}
-        if output.record is not None:  # its tables are CSV files next to the record
+        if output.record is not None:  # its tables are CSV files next to the record (StudyRecord.save)
             rep.experiment_record = ctx.relpath(output.record)
-            record = experiments.StudyRecord.load(output.record)
-            rep.files += [rep.experiment_record] + [f"{rep.experiment_dir}/{record.study}.{key}.csv"
-                                                    for key in record.tables]
+            rep.files += [rep.experiment_record] + [
+                ctx.relpath(output.record.with_name(f"{output.record.stem}.{key}.csv")) for key in output.tables]
         else:
             for key, df in (output.tables or {}).items():
                 stem = spec_dir / re.sub(r"[^A-Za-z0-9_.-]+", "_", str(key))
@@ -193,9 +193,13 @@ def rerender_experiment(rep: SpecReport, out: Path, formats) -> None:
     if not rep.experiment_record:
         return
     out = Path(out)
-    for rel in (rep.experiment_record, rep.experiment_dir, rep.experiment_page):
-        if rel and (Path(rel).is_absolute() or ".." in Path(rel).parts):
-            raise ValueError(f"spec {rep.name!r}: path {rel!r} leaves the report directory")
+    for key in ("experiment_record", "experiment_dir", "experiment_page"):
+        rel = getattr(rep, key)
+        try:
+            if rel:  # a results file may come from someone else: no way out of the report directory
+                contained_path(rel, out, key)
+        except ValueError as exc:
+            raise ValueError(f"spec {rep.name!r}: path {rel!r} leaves the report directory ({exc})") from None
     if rep.experiment_page and not rep.experiment_page.endswith(".md"):
         raise ValueError(f"spec {rep.name!r}: output page {rep.experiment_page!r} is not a Markdown file")
     record = experiments.StudyRecord.load(out / rep.experiment_record)
