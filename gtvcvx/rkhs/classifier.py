@@ -56,8 +56,8 @@ class SparseKernelClassifier(ClassifierMixin, BaseEstimator):
         centers at (up to ``n_centers``, drawn with ``random_state``) training samples,
         ``"grid"`` a regular grid and ``"sobol"`` a scrambled Sobol set of ``n_centers``
         points in the training data's bounding box; every center is repeated once per width
-        and every atom weighs ``Delta_j = 1 / (number of centers)``. A :class:`Dictionary` is
-        used as given (its dimension must match the data).
+        and every atom weighs ``Delta_j = atom_weight`` (default ``1 / (number of centers)``).
+        A :class:`Dictionary` is used as given, weights included (its dimension must match the data).
     gamma : float, default=0.5
         Sparsity weight (> 0): an atom is used only when ``|abar_j| > sqrt(2 gamma)``.
     eps : float, default=0.1
@@ -72,6 +72,17 @@ class SparseKernelClassifier(ClassifierMixin, BaseEstimator):
     n_centers : int, default=500
         Centers of a built dictionary (``"grid"``: ``floor(n_centers^(1/d))`` points per
         dimension, at least 2).
+    atom_weight : float or None, default=None
+        ``Delta_j`` of a built dictionary's atoms (> 0); ``None`` is ``1 / (number of centers)``,
+        the quadrature weight of the paper's integral over the centers. With ``beta_j = Delta_j
+        alpha_j`` the model is ``f = sum_j beta_j k_j`` at cost ``sum_j (beta_j^2 / (2 Delta_j) +
+        Delta_j gamma [beta_j != 0])``, so ``Delta_j = 1`` makes ``gamma`` the price of one kernel
+        in units of ``beta^2/2`` while the quadrature weight weighs the L2 term ``n_centers`` times
+        more and the sparsity term ``n_centers`` times less. Measured on the ellipses (N = 1000,
+        standardized, 500 centers x 2 widths): ``None`` used 953 atoms at test accuracy 0.877 in
+        4.6 s, ``1.0`` 67 atoms at 0.979 in 0.3 s (SVC: 386 support vectors, 0.937); but at
+        N = 10^4 SSNAL does not converge with ``1.0`` (relative gap 0.13 after 90 s), hence not
+        yet the default.
     method : {"ssnal", "pdhg", "subgradient"}, default="ssnal"
         Algorithm of the fast core.
     tol : float, default=1e-6
@@ -134,7 +145,8 @@ class SparseKernelClassifier(ClassifierMixin, BaseEstimator):
     """
 
     def __init__(self, dictionary="samples", gamma=0.5, eps=0.1, C=1000.0, solver="fast", *, widths=None,
-                 n_centers=500, method="ssnal", tol=1e-6, max_iter=None, time_limit=None, recovery="envelope",
+                 n_centers=500, atom_weight=None, method="ssnal", tol=1e-6, max_iter=None, time_limit=None,
+                 recovery="envelope",
                  critical_tol=DEFAULT_CRITICAL_TOL, solver_options=None, blas_threads=1, random_state=0):
         self.dictionary = dictionary
         self.gamma = gamma
@@ -143,6 +155,7 @@ class SparseKernelClassifier(ClassifierMixin, BaseEstimator):
         self.solver = solver
         self.widths = widths
         self.n_centers = n_centers
+        self.atom_weight = atom_weight
         self.method = method
         self.tol = tol
         self.max_iter = max_iter
@@ -165,6 +178,10 @@ class SparseKernelClassifier(ClassifierMixin, BaseEstimator):
         if (isinstance(self.n_centers, bool) or not isinstance(self.n_centers, numbers.Integral)
                 or self.n_centers < 1):
             raise ValueError(f"n_centers must be a positive integer, got {self.n_centers!r}")
+        if self.atom_weight is not None and (
+                isinstance(self.atom_weight, bool) or not isinstance(self.atom_weight, numbers.Real)
+                or not np.isfinite(self.atom_weight) or self.atom_weight <= 0):
+            raise ValueError(f"atom_weight must be None or a positive finite number, got {self.atom_weight!r}")
         solver = _normalize_solver(self.solver)
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
@@ -179,6 +196,9 @@ class SparseKernelClassifier(ClassifierMixin, BaseEstimator):
         w0 = float(np.sqrt(X.shape[1] * X.var() / 2.0))
         return (0.5 * w0, w0) if w0 > 0 else (1.0,)
 
+    def _atom_weight(self, n_centers: int) -> float:
+        return 1.0 / n_centers if self.atom_weight is None else float(self.atom_weight)
+
     def _build_dictionary(self, X: np.ndarray) -> Dictionary:
         """The given dictionary, or one built from the training samples ``X`` (see ``dictionary``)."""
         if isinstance(self.dictionary, Dictionary):
@@ -191,7 +211,7 @@ class SparseKernelClassifier(ClassifierMixin, BaseEstimator):
             points = np.unique(X, axis=0)
             if points.shape[0] > self.n_centers:
                 points = points[np.sort(rng.choice(points.shape[0], self.n_centers, replace=False))]
-            return Dictionary.from_samples(points, widths)
+            return Dictionary.from_samples(points, widths, weights=self._atom_weight(points.shape[0]))
         low, high = X.min(axis=0), X.max(axis=0)
         pad = 0.5 * np.where(high > low, 0.0, np.maximum(np.abs(low), 1.0))  # a constant feature
         bounds = np.column_stack([low - pad, high + pad])
@@ -201,9 +221,9 @@ class SparseKernelClassifier(ClassifierMixin, BaseEstimator):
             if per_dim ** d > 10 * self.n_centers:
                 raise ValueError(f"dictionary='grid' needs {per_dim}^{d} = {float(per_dim) ** d:.3g} centers for "
                                  f"{d} features (n_centers={self.n_centers}); use 'sobol' or 'samples'")
-            return Dictionary.grid(bounds, per_dim, widths, weights=1.0 / per_dim ** d)
+            return Dictionary.grid(bounds, per_dim, widths, weights=self._atom_weight(per_dim ** d))
         return Dictionary.sobol(bounds, self.n_centers, widths, seed=int(rng.randint(2**31)),
-                                weights=1.0 / self.n_centers)
+                                weights=self._atom_weight(self.n_centers))
 
     # ------------------------------------------------------------------ fit / predict
     def fit(self, X, y, *, lam0=None) -> "SparseKernelClassifier":
