@@ -100,3 +100,33 @@ def test_a_given_dictionary_is_used_as_is_and_errors_follow_scikit_learn(moons):
         import scipy.sparse as sp
 
         clf.fit(sp.csr_matrix(X), y)
+
+
+def test_bench_against_svc_measures_both_estimators_on_the_same_split():
+    """``gtvcvx bench rkhs --svc`` calls: same data, fit time, accuracy, model size, the certified gap."""
+    from gtvcvx.bench import _rkhs_svc
+
+    data = _rkhs_svc.build("breast_cancer", 398, seed=0)
+    assert data[0].shape == (398, 30) and data[2].shape == (171, 30)
+    svc = _rkhs_svc.call_svc(data, C=1.0)
+    ours = _rkhs_svc.call_gtvcvx(data, time_limit=60.0)
+    for row in (svc, ours):
+        assert row["fit_s"] > 0 and 0.85 <= row["accuracy"] <= 1.0 and row["size"] > 0
+    assert ours["status"] == "optimal" and ours["rel_gap"] <= 1e-6
+    assert np.isnan(svc["rel_gap"]) and svc["size"] < 398  # support vectors are a subset of the samples
+    X, y, _, _ = _rkhs_svc.build("ellipses", 50, seed=3)
+    assert X.shape == (50, 2) and set(np.unique(y)) <= {-1, 1}
+
+
+def test_atom_weight_sets_the_built_atoms_weights_and_is_validated(moons):
+    X, y = moons
+    default = SparseKernelClassifier(n_centers=40).fit(X, y)
+    assert np.allclose(default.dictionary_.weights, 1.0 / 40)
+    unit = SparseKernelClassifier(n_centers=40, atom_weight=1.0).fit(X, y)
+    assert np.allclose(unit.dictionary_.weights, 1.0)
+    assert unit.status_ == Status.OPTIMAL and unit.rel_gap_ <= 1e-6
+    # the L0 price gamma counts in units of the series coefficients: a sparser model than 1/n_centers
+    assert unit.n_kernels_ < default.n_kernels_
+    for bad in (0.0, -1.0, float("nan"), True, "1"):
+        with pytest.raises(ValueError, match="atom_weight must be None or a positive finite number"):
+            SparseKernelClassifier(atom_weight=bad).fit(X, y)

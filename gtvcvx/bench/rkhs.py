@@ -46,6 +46,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--timeout", type=float, default=3600.0, help="kill a run after this many seconds")
     parser.add_argument("--threads", type=int, default=1,
                         help="BLAS threads in every run (default: 1)")
+    parser.add_argument("--svc", action="store_true",
+                        help="instead: SparseKernelClassifier vs scikit-learn SVC(kernel='rbf') at N = 1e3, 1e4, "
+                             "1e5 and on breast-cancer data, default threads (--quick: N = 300, 1000)")
+    parser.add_argument("--fit-time", type=float, default=900.0,
+                        help="with --svc: time limit of each gtvcvx fit, seconds (default: 900)")
 
 
 # ---------------------------------------------------------------------------------------
@@ -89,6 +94,10 @@ def call_cvxpy(problem, solver="CLARABEL", opts=None):
 
 # ---------------------------------------------------------------------------------------
 def run(args) -> int:
+    if args.svc:
+        from . import _rkhs_svc
+
+        return _rkhs_svc.run(args)
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(args.threads)  # inherited by the spawned runs
     size = QUICK if args.quick else FULL
