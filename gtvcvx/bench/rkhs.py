@@ -14,6 +14,7 @@ import time
 
 import numpy as np
 
+from . import _rkhs_svc
 from .harness import format_table, ratio, run_isolated, write_bench_report
 
 NAME = "rkhs"
@@ -95,8 +96,6 @@ def call_cvxpy(problem, solver="CLARABEL", opts=None):
 # ---------------------------------------------------------------------------------------
 def run(args) -> int:
     if args.svc:
-        from . import _rkhs_svc
-
         return _rkhs_svc.run(args)
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(args.threads)  # inherited by the spawned runs
