@@ -72,7 +72,8 @@ def test_conjugate_is_a_supremum(loss):
         W = _random_W(loss, 10 + trial, scale=2.0)
         assert (conj >= np.einsum("nd,nd->n", W, V) - loss.node_values(W) - 1e-10).all()
     i = 1
-    f = lambda w: -(w @ V[i]) + loss.node_values(np.vstack([w if k == i else W0[k] for k in range(loss.n)]))[i]
+    def f(w):
+        return -(w @ V[i]) + loss.node_values(np.vstack([w if k == i else W0[k] for k in range(loss.n)]))[i]
     best = minimize(f, np.zeros(loss.d), method="BFGS", options={"gtol": 1e-10})
     assert abs(-best.fun - conj[i]) < 1e-6 * (1 + abs(conj[i]))
 
@@ -117,7 +118,8 @@ def test_logistic_conjugate_outside_domain_is_inf():
     outside = loss.node_conjugates(np.array([[0.3, 0.1]]))
     assert np.isfinite(inside).all() and np.isinf(outside).all()
     th = np.array([0.5, 0.2])
-    negent = lambda t: t * np.log(t) + (1 - t) * np.log(1 - t)
+    def negent(t):
+        return t * np.log(t) + (1 - t) * np.log(1 - t)
     assert np.isclose(inside[0], negent(th).mean())
 
 

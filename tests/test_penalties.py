@@ -34,7 +34,8 @@ def test_prox_minimizes(pen):
     step = 0.7
     P = pen.prox(Z, step, SCALE)
     for e in range(len(Z)):
-        f = lambda x: step * SCALE[e] * phi(pen, x) + 0.5 * ((x - Z[e]) ** 2).sum()
+        def f(x):
+            return step * SCALE[e] * phi(pen, x) + 0.5 * ((x - Z[e]) ** 2).sum()
         for _ in range(20):
             trial = P[e] + 1e-3 * rng.normal(size=3)
             assert f(P[e]) <= f(trial) + 1e-12
