@@ -50,11 +50,12 @@ def test_warm_start_at_lam_zero_stays_bounded():
     assert abs(result.primal - ref.primal) <= 1e-7 * (1 + abs(ref.primal))
 
 
-def test_float64_limit_gives_inaccurate_with_the_reason():
+@pytest.mark.parametrize("method", ["auto", "halpern"])  # the exact chain solver, the iterative core
+def test_float64_limit_gives_inaccurate_with_the_reason(method):
     points = np.array([[1e8], [1e8 + 1.0], [1e8 + 3.0]])
     problem = g.GTVProblem(g.graphs.chain(3), g.SquaredDistance(points), g.Norm2(), lam=0.1)
-    result = g.solve(problem, tol=1e-30, max_iter=500)
-    assert result.status == "inaccurate"
+    result = g.solve(problem, tol=1e-30, max_iter=500, method=method)
+    assert result.status == "inaccurate" and result.info["method"] == ("chain" if method == "auto" else method)
     assert "float64 cannot certify" in result.message
 
 

@@ -146,13 +146,15 @@ class _Polisher:
 
 
 def fast_method(solver: str) -> str:
-    """The gtvcvx method behind a solver name: ``"fast"`` means the restarted Halpern PDHG core.
+    """The gtvcvx method behind a solver name: ``"fast"`` means :func:`gtvcvx.solve`'s ``"auto"``
+    (the exact chain solver on a chain or forest of chains with an l1 penalty, else the restarted
+    Halpern PDHG core).
 
     Measured on the clustering benchmark (``reports/bench/clustering.md``): SSNAL is about 1.6x
     faster at n = 500, the PDHG core 2-3x faster from n = 5000 on, also at matched accuracy
     (n = 20000, relative gap 1e-7: 14 s against 32 s).
     """
-    return "halpern" if solver == "fast" else solver
+    return "auto" if solver == "fast" else solver
 
 
 def run_clustering_solver(problem: GTVProblem, solver: str, *, tol: float = 1e-6, warm_start=None,
@@ -177,7 +179,7 @@ def run_clustering_solver(problem: GTVProblem, solver: str, *, tol: float = 1e-6
     else:
         from ..solvers import solve
 
-        options["method"] = method  # "halpern" or "pdhg": the names of gtvcvx.solve
+        options["method"] = method  # "auto", "halpern" or "pdhg": the names of gtvcvx.solve
 
     if not polish:
         return solve(problem, tol=tol, warm_start=warm_start, **options)

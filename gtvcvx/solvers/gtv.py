@@ -21,11 +21,12 @@ from ..problem import GTVProblem
 from ..results import GTVResult, Status
 from ._kernels import SparseTimesDense, axpy, scal
 from .certificate import Certificate, FlowProjector, certify_pair
+from .chain import chain_plan, solve_chain
 
 __all__ = ["solve", "IterationInfo", "METHODS"]
 
-#: Algorithms of :func:`solve`.
-METHODS = ("halpern", "pdhg")
+#: Algorithms of :func:`solve` (``"auto"``: ``"chain"`` where it applies, else ``"halpern"``).
+METHODS = ("auto", "halpern", "pdhg", "chain")
 
 
 @dataclass
@@ -89,7 +90,7 @@ def _is_real(x) -> bool:
 
 
 def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_limit: float | None = None,
-          warm_start=None, callback=None, *, method: str = "halpern", eta: float = 0.99,
+          warm_start=None, callback=None, *, method: str = "auto", eta: float = 0.99,
           reflection: float = 1.0, primal_weight: float | None = None, adaptive_weight: bool = True,
           check_every: int | None = None, restart_check: int = 4, blas_threads: int | None = 1) -> GTVResult:
     r"""Solve GTV minimization and its network-flow dual with a certified duality gap.
@@ -108,11 +109,16 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
     callback : callable, optional
         Called with an :class:`IterationInfo` at every certificate check-point; returning
         ``True`` stops the run (status ``max_iter``, message "stopped by callback").
-    method : {"halpern", "pdhg"}
-        ``"halpern"`` (default): reflected Halpern PDHG with adaptive restarts on the
+    method : {"auto", "halpern", "pdhg", "chain"}
+        ``"auto"`` (default): ``"chain"`` when the problem has its structure, else
+        ``"halpern"``. ``"halpern"``: reflected Halpern PDHG with adaptive restarts on the
         fixed-point residual and an adaptive primal weight. ``"pdhg"``: the GTV paper's
         Algorithm 1, plain PDHG with the fixed diagonal steps ``tau_i = 1/deg_i``,
-        ``sigma_e = 1/2`` (no restarts, ``eta`` = 1).
+        ``sigma_e = 1/2`` (no restarts, ``eta`` = 1). ``"chain"``: the exact O(n) solver for
+        graphs whose components are paths, with squared-distance losses and an l1 penalty (any
+        norm penalty when ``d = 1``), :func:`gtvcvx.solvers.chain.solve_chain`; it ignores the
+        iteration options and ``warm_start`` and calls ``callback`` once. The result's
+        ``info["method"]`` names the method that ran.
     eta : float
         Step-size safety factor (< 1 keeps the PDHG metric positive definite).
     reflection : float
@@ -178,6 +184,19 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
         raise TypeError(f"problem must be a gtvcvx.GTVProblem, got {type(problem).__name__}")
     _check_options(tol, max_iter, time_limit, method, eta, reflection, check_every, restart_check)
     max_iter = int(max_iter)
+    if method in ("auto", "chain"):
+        t_plan = time.perf_counter()
+        plan = chain_plan(problem) if method == "auto" else None
+        plan_time = time.perf_counter() - t_plan  # the path walk (and numba's first load)
+        if method == "chain" or plan is not None:
+            warm_start_parts(problem, warm_start)  # validated, not needed: the solve is direct
+            result = solve_chain(problem, tol, plan=plan)
+            result.setup_time += plan_time
+            if callback is not None:
+                callback(IterationInfo(1, result.setup_time + result.solve_time, result.W, result.U,
+                                       _result_certificate(result), float("nan"), 0))
+            return result
+        method = "halpern"
     if method == "pdhg":
         eta, reflection, adaptive_weight = 1.0, 0.0, False
     with _blas_threads(blas_threads):
@@ -376,6 +395,12 @@ def _solve(problem, tol, max_iter, time_limit, warm_start, callback, method, eta
                            "step_fallbacks": step_fallbacks,
                            "certificate_time": cert_time, "node_gaps": cert.node_gaps,
                            "edge_gaps": cert.edge_gaps})
+
+
+def _result_certificate(result: GTVResult) -> Certificate:
+    return Certificate(primal=result.primal, dual=result.dual, gap=result.gap, rel_gap=result.rel_gap,
+                       node_gaps=result.info["node_gaps"], edge_gaps=result.info["edge_gaps"], U=result.U,
+                       residuals=dict(result.residuals), message=result.message)
 
 
 def _step_norm_estimate(graph, iterations: int = 60, margin: float = 1.05) -> float:

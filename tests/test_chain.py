@@ -1,0 +1,136 @@
+"""The exact chain solver (1-D total variation by dynamic programming): exactness against
+CLARABEL, certificates, automatic selection and refusals."""
+
+import numpy as np
+import pytest
+
+import gtvcvx as g
+from gtvcvx.capabilities import CapabilityError
+from gtvcvx.reference import solve_primal
+from gtvcvx.solvers._chain_kernels import compiled
+from gtvcvx.solvers.chain import chain_plan, chain_refusal, solve_chain
+
+
+def _tight_clarabel(problem):
+    return solve_primal(problem, "CLARABEL", tol_gap_abs=1e-11, tol_gap_rel=1e-11, tol_feas=1e-11)
+
+
+def _shuffled_paths(rng, n, cuts=()):
+    """A forest of paths on shuffled node labels, edges in random order and orientation."""
+    perm = rng.permutation(n)
+    edges = np.stack([perm[:-1], perm[1:]], axis=1)
+    edges = np.delete(edges, list(cuts), axis=0)
+    flip = rng.uniform(size=len(edges)) < 0.5
+    edges[flip] = edges[flip][:, ::-1]
+    edges = edges[rng.permutation(len(edges))]
+    return g.Graph.from_edges(n, edges, rng.uniform(0.1, 2.0, len(edges)))
+
+
+def test_dynamic_program_matches_clarabel_with_weighted_edges_and_data():
+    cp = pytest.importorskip("cvxpy")
+    _, tv1d_paths, _ = compiled()
+    rng = np.random.default_rng(0)
+    for trial in range(12):
+        n = int(rng.integers(1, 30))
+        y = rng.normal(size=n) * (100.0 if trial % 2 else 1.0)
+        weight = rng.uniform(0.1, 3.0, n)
+        lam = rng.uniform(0.0, 2.0, n) * (rng.uniform(size=n) > 0.3)  # some edges with lam = 0
+        out = np.empty((1, n))
+        tv1d_paths(y[None].copy(), weight, lam, np.array([0, n]), out)
+        beta = cp.Variable(n)
+        objective = 0.5 * cp.sum(cp.multiply(weight, cp.square(beta - y)))
+        if n > 1:
+            objective = objective + cp.sum(cp.multiply(lam[:-1], cp.abs(cp.diff(beta))))
+        cp.Problem(cp.Minimize(objective)).solve(solver="CLARABEL", tol_gap_abs=1e-12, tol_gap_rel=1e-12)
+        assert np.abs(out[0] - beta.value).max() <= 1e-6 * (1 + np.abs(y).max()), trial
+
+
+def test_large_lam_fuses_a_path_to_the_weighted_mean_and_zero_lam_returns_the_data():
+    _, tv1d_paths, _ = compiled()
+    rng = np.random.default_rng(1)
+    y, weight = rng.normal(size=50), rng.uniform(0.5, 2.0, 50)
+    out = np.empty((1, 50))
+    tv1d_paths(y[None].copy(), weight, np.full(50, 1e6), np.array([0, 50]), out)
+    assert np.allclose(out[0], (weight * y).sum() / weight.sum(), atol=1e-10)
+    tv1d_paths(y[None].copy(), weight, np.zeros(50), np.array([0, 50]), out)
+    assert np.allclose(out[0], y, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("penalty, d", [(g.Norm1(), 3), (g.Norm2(), 1), (g.Norm1(), 1)])
+@pytest.mark.parametrize("cuts", [(), (7, 15)])
+def test_solve_picks_the_chain_solver_and_agrees_with_clarabel(penalty, d, cuts):
+    rng = np.random.default_rng(len(cuts) + d)
+    n = 24
+    graph = _shuffled_paths(rng, n, cuts)
+    points = np.cumsum(rng.normal(size=(n, d)), axis=0)
+    problem = g.GTVProblem(graph, g.SquaredDistance(points), penalty, lam=0.8)
+    result = g.solve(problem, tol=1e-10)
+    assert result.info["method"] == "chain" and result.info["paths"] == len(cuts) + 1
+    assert result.status == "optimal" and 0 <= result.rel_gap <= 1e-12
+    ref = _tight_clarabel(problem)
+    assert abs(result.primal - ref.primal) <= 1e-8 * (1 + abs(ref.primal))
+    assert np.abs(result.W - ref.W).max() <= 1e-4
+    # strong duality at the certifying flows: the dual objective equals the primal
+    assert abs(problem.dual_objective(result.U) - result.primal) <= 1e-12 * (1 + abs(result.primal))
+
+
+def test_chain_certificate_is_honest_for_a_suboptimal_W():
+    rng = np.random.default_rng(3)
+    graph = _shuffled_paths(rng, 40)
+    problem = g.GTVProblem(graph, g.SquaredDistance(rng.normal(size=(40, 2)) * 5), g.Norm1(), lam=1.5)
+    exact = solve_chain(problem)
+    plan = chain_plan(problem)
+    from gtvcvx.solvers.chain import _stationary_flows
+
+    for scale in (1e-6, 1e-3, 1e-1):
+        W = exact.W + scale * rng.normal(size=exact.W.shape)
+        cert = g.solvers.certify_pair(problem, W, _stationary_flows(problem, W, plan))
+        assert cert.gap >= problem.objective(W) - exact.primal - 1e-12
+
+
+def test_badly_scaled_data_is_still_certified_near_machine_precision():
+    rng = np.random.default_rng(4)
+    points = 1e9 + np.cumsum(rng.normal(size=(200, 2)), axis=0)
+    problem = g.GTVProblem(g.graphs.chain(200), g.SquaredDistance(points), g.Norm1(), lam=0.5)
+    result = g.solve(problem, tol=1e-9)
+    assert result.info["method"] == "chain" and result.status == "optimal" and result.rel_gap <= 1e-12
+
+
+@pytest.mark.parametrize("make, reason", [
+    (lambda: g.GTVProblem(g.graphs.chain(8), g.SquaredDistance(np.ones((8, 2))), g.Norm2(), 1.0), "separate"),
+    (lambda: g.GTVProblem(g.graphs.star(8), g.SquaredDistance(np.ones((8, 1))), g.Norm1(), 1.0), "degree > 2"),
+    (lambda: g.GTVProblem(g.graphs.chain(8), g.SquaredError([np.eye(2)] * 8, [np.ones(2)] * 8), g.Norm1(), 1.0),
+     "squared distance"),
+])
+def test_other_problems_fall_back_to_the_iterative_core_and_explicit_chain_says_why(make, reason):
+    problem = make()
+    assert reason in chain_refusal(problem)
+    assert g.solve(problem, tol=1e-6).info["method"] == "halpern"
+    with pytest.raises(CapabilityError, match=reason):
+        g.solve(problem, method="chain")
+
+
+def test_a_cycle_is_refused_after_the_walk():
+    ring = g.Graph.from_edges(6, np.array([[0, 1], [1, 2], [2, 0], [3, 4], [4, 5]]))
+    problem = g.GTVProblem(ring, g.SquaredDistance(np.arange(6.0)[:, None]), g.Norm1(), 1.0)
+    assert chain_refusal(problem) == "" and chain_plan(problem) is None
+    assert g.solve(problem).info["method"] == "halpern"
+    with pytest.raises(CapabilityError, match="cycle"):
+        g.solve(problem, method="chain")
+
+
+def test_chain_calls_the_callback_once_and_validates_the_warm_start():
+    problem = g.GTVProblem(g.graphs.chain(5), g.SquaredDistance(np.arange(5.0)[:, None]), g.Norm1(), 0.3)
+    seen = []
+    result = g.solve(problem, callback=seen.append)
+    assert len(seen) == 1 and seen[0].certificate.rel_gap == result.rel_gap
+    with pytest.raises(ValueError, match="warm_start W"):
+        g.solve(problem, warm_start={"W": np.ones((4, 1))})
+
+
+def test_convex_clustering_on_a_chain_uses_the_exact_solver():
+    from gtvcvx.clustering import convex_clustering
+
+    points = np.concatenate([np.zeros((10, 1)), np.ones((10, 1)) * 5]) + np.linspace(0, 0.1, 20)[:, None]
+    result = convex_clustering(points, 0.5, g.graphs.chain(20))
+    assert result.gtv.info["method"] == "chain" and result.status == "optimal"
