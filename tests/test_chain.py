@@ -134,3 +134,17 @@ def test_convex_clustering_on_a_chain_uses_the_exact_solver():
     points = np.concatenate([np.zeros((10, 1)), np.ones((10, 1)) * 5]) + np.linspace(0, 0.1, 20)[:, None]
     result = convex_clustering(points, 0.5, g.graphs.chain(20))
     assert result.gtv.info["method"] == "chain" and result.status == "optimal"
+
+
+def test_bench_chain_instance_is_seeded_and_its_calls_agree():
+    from gtvcvx.bench import chain as bench
+
+    assert np.array_equal(bench.signal(5000, seed=3), bench.signal(5000, seed=3))
+    assert not np.array_equal(bench.signal(5000, seed=3), bench.signal(5000, seed=4))
+    instance = bench.build(3000, seed=1)
+    solved = bench.call_gtvcvx(instance, repeats=1)
+    kernel = bench.call_kernel(instance, repeats=1)
+    assert solved["method"] == "chain" and solved["status"] == "optimal"
+    assert np.abs(solved["x"] - kernel["x"]).max() <= 1e-9
+    reference = bench.call_cvxpy(instance, "CLARABEL")
+    assert np.abs(solved["x"] - reference["x"]).max() <= 1e-3
