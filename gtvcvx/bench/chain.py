@@ -34,7 +34,10 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import GTVProblem, Norm1, SquaredDistance, graphs, solve
 from ..progress import Progress
+from ..reference import solve_primal
+from ..solvers._chain_kernels import compiled
 from .harness import format_table, ratio, run_isolated, write_bench_report
 
 NAME = "chain"
@@ -75,8 +78,6 @@ def signal(n: int, seed: int = 0) -> np.ndarray:
 
 def build(n: int, seed: int = 0, peer_lib: str | None = None):
     """``(y, problem, peer_lib)`` for one size."""
-    from .. import GTVProblem, Norm1, SquaredDistance, graphs
-
     y = signal(n, seed)
     problem = GTVProblem(graphs.chain(n), SquaredDistance(y[:, None]), Norm1(), 2.0 * LAM_TV)
     return y, problem, peer_lib
@@ -93,8 +94,6 @@ def _median_time(fn, repeats: int):
 
 # ---------------------------------------------------------------------------------- calls
 def call_gtvcvx(instance, repeats: int = 5) -> dict:
-    from .. import solve
-
     y, problem, _ = instance
     solve(problem, tol=1e-9)  # numba's compiled kernels load on the first call (about 0.2 s)
     seconds, result = _median_time(lambda: solve(problem, tol=1e-9), repeats)
@@ -103,8 +102,6 @@ def call_gtvcvx(instance, repeats: int = 5) -> dict:
 
 
 def call_kernel(instance, repeats: int = 5) -> dict:
-    from ..solvers._chain_kernels import compiled
-
     y, _, _ = instance
     _, tv1d_paths, _ = compiled()
     n = y.size
@@ -127,16 +124,12 @@ def call_c_peer(instance, symbol: str, repeats: int = 5) -> dict:
 
 
 def call_halpern(instance, repeats: int = 1) -> dict:
-    from .. import solve
-
     _, problem, _ = instance
     seconds, result = _median_time(lambda: solve(problem, tol=1e-9, method="halpern", time_limit=300), repeats)
     return {"seconds": seconds, "status": str(result.status), "rel_gap": result.rel_gap, "x": result.W[:, 0]}
 
 
 def call_cvxpy(instance, solver: str, repeats: int = 1) -> dict:
-    from ..reference import solve_primal
-
     _, problem, _ = instance
     seconds, result = _median_time(lambda: solve_primal(problem, solver), repeats)
     return {"seconds": seconds, "status": str(result.status), "x": result.W[:, 0]}
