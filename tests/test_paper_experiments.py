@@ -64,6 +64,11 @@ def test_quick_results_make_sense(quick_runs):
     assert t1["ifca_mse"] < 1e-4 < t1["fedavg_mse"]  # IFCA with restarts recovers the two clusters
     guidance = runs["paper_lam_guidance"][1].measured
     assert guidance["prediction_violations"] == 0 and guidance["n_predicted"] >= 1
+    # Theorem 2 evaluated at every lam: where condition (35) holds, bound (36) must hold
+    assert guidance["thm2_bound_violations"] == 0
+    guidance_table = runs["paper_lam_guidance"][1].tables["lam_guidance"]
+    assert (guidance_table["thm2_bound"] > 0).all() and guidance_table["thm2_deviation"].notna().all()
+    assert "**Theorem 2 as stated**" in runs["paper_lam_guidance"][1].markdown
     digits = runs["paper_digits"][1].measured
     assert digits["gtv_uncertified"] == 0
 

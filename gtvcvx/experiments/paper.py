@@ -60,6 +60,7 @@ from ..recovery import (
     exact_recovery_conditions,
     reduced_cluster_problem,
     solution_clusters,
+    theorem2,
 )
 from ..render import paper as text
 from ..render.paper import PAPER_VALUES, fmt
@@ -626,13 +627,22 @@ def lam_guidance(params: dict, out_dir: Path, *, scale: str = "default", studies
         ari = adjusted_rand_index(labels, clusters)
         deviation = float(np.linalg.norm(res.W - v[labels], axis=1).max()
                           / max(np.linalg.norm(v, axis=1).max(), 1e-300))
+        thm = theorem2(problem, labels, res.W)  # the paper's own sufficient condition (35) and bound (36)
+        if index == 0:
+            thm_constants = {"alpha": [float(a) for a in thm.clusters["alpha"]],
+                             "boundary": [float(b) for b in thm.clusters["boundary"]],
+                             "beta_max": float(thm.clusters["beta_max"].max()),
+                             "check": str(thm.clusters["check"].iloc[0])}
         rows.append({"lam": lam, "mse": mse(res.W, W_true), "reduced_mse": mse(v[labels], W_true),
                      "rel_gap": res.rel_gap, "status": str(res.status), "iterations": res.iterations, "seconds": secs,
                      "clusters_found": n_clusters, "ari": ari,
                      "recovered": bool(ari > 0.999999 and n_clusters == k),
                      "deviation_from_clusterwise": deviation, "reduced_separated": conditions.separated,
                      "congestion": conditions.congestion, "predicted_recovery": conditions.holds,
-                     "cluster_separation": sep})
+                     "cluster_separation": sep, "thm2_condition": thm.holds,
+                     "thm2_delta_max": float(thm.clusters["delta_max"].max()),
+                     "thm2_bound": float(thm.clusters["bound"].max()),
+                     "thm2_deviation": float(thm.clusters["deviation"].max())})
     table = pd.DataFrame(rows)
 
     # the certified window, refined by bisection in log(lam) at the transitions of the grid
@@ -689,9 +699,12 @@ def lam_guidance(params: dict, out_dir: Path, *, scale: str = "default", studies
                 "n_predicted": float(table["predicted_recovery"].sum()),
                 "prediction_violations": float((~agree).sum()), "max_rel_gap": float(table["rel_gap"].max()),
                 "best_mse": float(table["mse"].min()), "best_lam": float(table["lam"][table["mse"].idxmin()]),
+                "thm2_n_holding": float(table["thm2_condition"].sum()),
+                "thm2_bound_violations": float((table["thm2_condition"]
+                                                & (table["thm2_deviation"] > table["thm2_bound"])).sum()),
                 "seconds": time.perf_counter() - t_start}
     return _finish("paper_lam_guidance", "Regularization guidance: lam sweep and the flow conditions for recovery", p,
-                   {"lam_guidance": table}, measured, figures, out_dir, studies)
+                   {"lam_guidance": table}, measured, figures, out_dir, studies, facts={"theorem2": thm_constants})
 
 
 # =======================================================================================
