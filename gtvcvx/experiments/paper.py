@@ -419,7 +419,11 @@ def sbm_k_clusters(params: dict, out_dir: Path, *, scale: str = "default", studi
         res_o = oracle_fedavg(problem, labels)
         gtv_clusters = solution_clusters(graph, gtv.W, 1e-3 * max(sep, 1e-12))
         conditions = exact_recovery_conditions(problem, labels)
+        thm = theorem2(problem, labels, gtv.W)
         rows.append({"k": k, "predicted_recovery": conditions.holds, "congestion": conditions.congestion,
+                     "thm2_clusters_holding": int((thm.clusters["condition"] == "holds").sum()),
+                     "thm2_bound": float(thm.clusters["bound"].max()),
+                     "thm2_deviation": float(thm.clusters["deviation"].max()),
                      "cluster_sizes": "/".join(map(str, sizes)), "edges": graph.n_edges,
                      "boundary_edges": int((labels[graph.edges[:, 0]] != labels[graph.edges[:, 1]]).sum()),
                      "gtv_mse": mse(gtv.W, W_true), "gtv_rel_gap": gtv.rel_gap, "gtv_status": str(gtv.status),
@@ -445,6 +449,7 @@ def sbm_k_clusters(params: dict, out_dir: Path, *, scale: str = "default", studi
                 "min_ifca_ari": float(table["ifca_ari"].min()),
                 "ifca_failures": float((table["ifca_ari"] < 0.999).sum()),
                 "k_without_predicted_recovery": float((~table["predicted_recovery"]).sum()),
+                "thm2_ks_holding": float((table["thm2_clusters_holding"] == table["k"]).sum()),
                 "gtv_recovered_ks": float((table["gtv_ari"] > 0.999999).sum()),
                 "gtv_unrecovered_ks": float((table["gtv_ari"] <= 0.999999).sum()),
                 "max_gtv_to_fedavg_mse_ratio": float((table["gtv_mse"] / table["fedavg_mse"]).max()),

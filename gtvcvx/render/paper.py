@@ -117,13 +117,26 @@ def k_clusters(record) -> str:
     p, table = record.params, record.tables["k_clusters"]
     cols = ["k", "cluster_sizes", "boundary_edges", "gtv_mse", "gtv_rel_gap", "gtv_clusters", "gtv_ari",
             "predicted_recovery", "congestion", "ifca_mse", "ifca_ari", "fedavg_mse", "oracle_mse", "gtv_seconds"]
+    thm_cols = ["k", "thm2_clusters_holding", "thm2_bound", "thm2_deviation", "gtv_ari"]
+    thm = []
+    if "thm2_bound" in table.columns:
+        holding = table[table["thm2_clusters_holding"] == table["k"]]
+        thm = ["Theorem 2 as stated (paper 002, Definition 1, eq. (35); bound (36)), evaluated by "
+               "`gtvcvx.recovery.theorem2` on each k: `thm2_clusters_holding` = clusters satisfying condition (35), "
+               "`thm2_bound` = max_c 2 |dC| lam / alpha_c, `thm2_deviation` = max_i ||w_i - wbar_c|| of the certified "
+               "solution (wbar_c: the cluster-wise optimizer of eq. 9).", "", _md_table(table, thm_cols), "",
+               f"Reading: condition (35) holds for every cluster at {len(holding)} of {len(table)} values of k"
+               + (f" (k = {', '.join(map(str, holding['k']))})" if len(holding) else "")
+               + f"; the measured deviation is below the bound (36) at "
+               f"{int((table['thm2_deviation'] <= table['thm2_bound']).sum())} of {len(table)}.", ""]
     return "\n".join([
         f"Setting: {p['n_nodes']} nodes split as evenly as possible into k clusters, SBM p_in = {p['p_in']}, "
         f"p_out = {p['p_out']}, d = {p['d']}, m_i = {p['m']}, sigma = {p['sigma']}, nLasso lam = {p['lam']}, "
         f"certified to rel. gap {p['tol']}; IFCA with the true k and {p['ifca_restarts']} restarts. Seed {p['seed']}. "
         "`predicted_recovery` / `congestion`: the network-flow conditions of the lam guidance section at this lam "
         "(congestion < 1 guarantees that the GTV solution is exactly cluster-wise constant).",
-        "", _md_table(table, cols), "", _k_reading(p, table), "", f"![MSE versus k]({record.figures[0]})", ""])
+        "", _md_table(table, cols), "", _k_reading(p, table), "", f"![MSE versus k]({record.figures[0]})", "",
+        *thm])
 
 
 def _k_reading(p, t) -> str:
