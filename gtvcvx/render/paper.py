@@ -90,8 +90,20 @@ def _table1_reading(p, m) -> str:
 def table1(record) -> str:
     """Table I: the measured table, the reading, the MSE and convergence figures."""
     p, measured, table, figures = record.params, record.measured, record.tables["table1"], record.figures
-    cols = ["method", "paper_mse", "weight_mse", "prediction_mse", "ari", "iterations", "rel_gap", "seconds"]
+    cols = ["method", "paper_mse", "protocol", "weight_mse", "prediction_mse", "ari", "iterations", "rel_gap",
+            "seconds"]
+    cols = [c for c in cols if c in table.columns]
+    n_short = min(p["pdhg_iterations"])
     lines = [
+        "**The paper's protocol** (002, Sec. VI-A, Table I): Algorithm 1 run for a fixed R = 1000 iterations"
+        + ("" if n_short == 1000 else f" (this run's scale uses R = {n_short})") + ", "
+        "reporting the MSE (39) of the weights, (1/|V|) sum_i ||w_i - w_true_i||^2. Paper: "
+        f"{fmt(PAPER_VALUES['gtv'])}; measured here under that protocol: {fmt(measured.get('algorithm1_short_mse'))} "
+        f"(row `Algorithm 1 (plain PDHG), {n_short} iterations`), "
+        + _ratio_text(measured.get("algorithm1_short_mse"), PAPER_VALUES["gtv"]) + ". The authors' notebook, a "
+        "second reading, ran 2000 iterations with the sum-of-squares loss and printed a training prediction MSE "
+        "(rows marked `notebook`); the certified GTV minimizer is the reference for both.",
+        "",
         f"Setting: SBM with {p['sizes']} nodes, p_in = {p['p_in']}, p_out = {p['p_out']}; node i holds m_i = {p['m']} "
         f"samples x ~ N(0, I_{p['d']}), y = w_c^T x + {p['sigma']} e, cluster weights with entries uniform on "
         f"{{0, 0.5}}; squared-error loss (1/m_i)||y_i - X_i w||^2, nLasso penalty, lam = {p['lam']}. Seed {p['seed']}.",
@@ -405,6 +417,18 @@ def _comparison_rows(r1, r2=None) -> list[dict]:
     g = m.get
     fed_w, fed_p = g("fedavg_mse"), g("fedavg_prediction_mse")
     rows = [
+        {"quantity": f"Table I, Algorithm 1 as the paper states it (R = {n_short} iterations, weight MSE (39))",
+         "paper": PAPER_VALUES["gtv"], "measured": g("algorithm1_short_mse"),
+         "measured_as": ("MSE (39) of the weights after exactly the paper's R iterations of plain Algorithm 1 "
+                         f"(certified rel. gap of that iterate {fmt(g('algorithm1_short_rel_gap'))}); paper 002, "
+                         "Sec. VI-A: 'using a fixed number of R = 1000 iterations'"),
+         "comment": (_ratio_text(g("algorithm1_short_mse"), PAPER_VALUES["gtv"]) + ": the paper's protocol does not "
+                     f"reproduce its value on this draw. Algorithm 1 has not converged after {n_short} iterations; "
+                     f"after {n_long} the MSE is {fmt(g('algorithm1_long_mse'))} (rel. gap "
+                     f"{fmt(g('algorithm1_long_rel_gap'))}); the restarted fast core certifies rel. gap "
+                     f"{fmt(g('gtv_rel_gap'))} in {int(g('gtv_iterations', 0))} iterations. The authors' notebook that "
+                     "printed Table I ran 2000 iterations and prints a prediction MSE: the next two rows are that "
+                     "second reading.")},
         {"quantity": "Table I, GTV (lam = 1e-2)", "paper": PAPER_VALUES["gtv"],
          "measured": g("authors_gtv_l1_prediction_mse"),
          "measured_as": "training prediction MSE, certified GTV with the l1 penalty and the authors' scaling (sum "
@@ -432,14 +456,6 @@ def _comparison_rows(r1, r2=None) -> list[dict]:
                      "authors' scaling the certified weight MSE is " + fmt(g("authors_gtv_mse")) + ". "
                      + (f"Either way {math.log10(fed_w / g('gtv_mse')):.0f} orders of magnitude below FedAvg."
                         if fed_w and g("gtv_mse") else ""))},
-        {"quantity": f"Table I, GTV after exactly {n_short} iterations of plain Algorithm 1", "paper": None,
-         "measured": g("algorithm1_short_mse"),
-         "measured_as": ("MSE of the weights (certified rel. gap of that iterate "
-                         f"{fmt(g('algorithm1_short_rel_gap'))})"),
-         "comment": (f"Not converged: after {n_long} iterations the MSE is {fmt(g('algorithm1_long_mse'))} (rel. gap "
-                     f"{fmt(g('algorithm1_long_rel_gap'))}); the restarted fast core certifies rel. gap "
-                     f"{fmt(g('gtv_rel_gap'))} in {int(g('gtv_iterations', 0))} iterations. The notebook that "
-                     "printed Table I ran 2000 iterations.")},
         {"quantity": "Table I, IFCA", "paper": PAPER_VALUES["ifca"],
          "measured": g("ifca_paper_protocol_prediction_mse"),
          "measured_as": (f"training prediction MSE, IFCA as configured in the authors' notebook (gradient steps, "
