@@ -289,7 +289,9 @@ class Theorem2Report:
         One row per cluster: ``cluster, size, boundary`` (``|dC|``, eq. 35), ``alpha`` (eq. 13),
         ``alpha_exact`` (False: a sound lower bound), ``beta_max``, ``delta_max`` (eqs. 12, 11),
         ``condition`` (``"holds"``, ``"fails"`` or ``"not shown"``), ``check`` (how it was
-        checked), ``root`` (the node ``i0`` that satisfies (35), or -1), ``margin`` (exact check: the
+        checked), ``demand_sum`` (``sum_{i in C} b_i``, the bracket of eq. 35 summed) and
+        ``max_internal_degree`` (taking ``A = C minus {i0}`` in (35) needs ``demand_sum - b_{i0}`` below the
+        internal degree of ``i0``: a quick necessary test), ``root`` (the node ``i0`` that satisfies (35), or -1), ``margin`` (exact check: the
         smallest ``cut(A) - demand(A)`` over the subsets of the best root; max-flow: the unmet demand,
         negative), ``bound`` (right side of eq. 36, ``inf`` when ``alpha = 0``), and, given ``W``,
         ``deviation`` (``max_i ||w_i - wbar_c||``) and ``spread`` (the largest l2 distance of a
@@ -480,7 +482,9 @@ def theorem2(problem: GTVProblem, labels, W=None):
         sel = (~cross) & (la == c)
         ei, ej, w = pos[e[sel, 0]], pos[e[sel, 1]], A[sel]
         b = demand[members]
+        internal_degree = np.bincount(np.concatenate([ei, ej]), np.concatenate([w, w]), minlength=members.size)
         row = {"cluster": c, "size": int(members.size), "boundary": float(boundary[c]), "alpha": float(alphas[c]),
+               "demand_sum": float(b.sum()), "max_internal_degree": float(internal_degree.max(initial=0.0)),
                "alpha_exact": bool(exact_alpha[c]), "beta_max": float(beta[members].max(initial=0.0)),
                "delta_max": float(delta[members].max(initial=0.0)), "root": -1, "margin": float("nan"),
                "bound": 2.0 * boundary[c] * problem.lam / alphas[c] if alphas[c] > 0 else np.inf}
@@ -493,7 +497,6 @@ def theorem2(problem: GTVProblem, labels, W=None):
             row.update(condition="holds" if margin > 0 else "fails", root=int(members[root]), margin=margin,
                        check=f"exact: every root, all {2 ** (members.size - 1) - 1} subsets each")
         else:
-            internal_degree = np.bincount(np.concatenate([ei, ej]), np.concatenate([w, w]), minlength=members.size)
             best = None
             for root in np.argsort(-internal_degree, kind="stable")[:THEOREM2_MAXFLOW_ROOTS]:
                 unmet = _maxflow_condition(members, ei, ej, w, b, int(root))

@@ -640,6 +640,8 @@ def lam_guidance(params: dict, out_dir: Path, *, scale: str = "default", studies
             thm_constants = {"alpha": [float(a) for a in thm.clusters["alpha"]],
                              "boundary": [float(b) for b in thm.clusters["boundary"]],
                              "beta_max": float(thm.clusters["beta_max"].max()),
+                             "demand_sum": [float(x) for x in thm.clusters["demand_sum"]],
+                             "max_internal_degree": [float(x) for x in thm.clusters["max_internal_degree"]],
                              "check": str(thm.clusters["check"].iloc[0])}
         rows.append({"lam": lam, "mse": mse(res.W, W_true), "reduced_mse": mse(v[labels], W_true),
                      "rel_gap": res.rel_gap, "status": str(res.status), "iterations": res.iterations, "seconds": secs,

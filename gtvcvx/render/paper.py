@@ -303,10 +303,17 @@ def _theorem2_text(record, table, cols) -> list[str]:
                      + ("confirmed by `recovered` at each of them." if holding["recovered"].all() else
                         "NOT confirmed at every one of them (see `recovered`)."))
     else:
+        demand, degree = c.get("demand_sum", []), c.get("max_internal_degree", [])
+        why = ""
+        if demand and degree:
+            why = (f" Already the subset A = C minus i0 fails at the smallest lam: the cluster's summed demand "
+                   f"sum_i b_i = {', '.join(fmt(x) for x in demand)} (each b_i >= beta_i |dC| / alpha_c) against an "
+                   f"internal degree of at most {', '.join(fmt(x) for x in degree)} for any root i0.")
         lines.append(f"Reading: condition (35) holds at none of the {len(table)} lams: the term beta_i |dC| / alpha_c "
-                     "+ delta_i / lam exceeds what the clusters' internal edges can carry, so Theorem 2 says nothing "
-                     "here although the exact flow conditions above certify recovery in a window; the theorem's "
-                     "constants are worst-case (a node's smoothness times the whole boundary).")
+                     "+ delta_i / lam, summed over a subset, exceeds what the cluster's internal edges can carry, so "
+                     "Theorem 2 says nothing here although the exact flow conditions above certify recovery in a "
+                     "window; its constants are worst-case (every node pays its smoothness times the whole "
+                     "boundary)." + why)
     lines[-1] += (f" The measured deviation is below the bound (36) at {below} of {len(table)} lams (the bound is "
                   "only guaranteed where (35) holds).")
     return lines + [""]
