@@ -95,11 +95,35 @@ def observed_nodes(n: int, rho: float, rng: np.random.Generator) -> np.ndarray:
     return mask
 
 
-def _features(labels, d, m, rho, seed, what):
+def _cluster_options(k: int, d: int, weights, covariances, perturbation):
+    """Validated explicit cluster weights (k, d), Cholesky factors (k, d, d) and perturbation."""
+    if weights is not None:
+        weights = np.asarray(weights, dtype=float)
+        if weights.shape != (k, d) or not np.isfinite(weights).all():
+            raise ValueError(f"weights must be a finite array of shape (n_clusters, d) = ({k}, {d}), got shape "
+                             f"{weights.shape}")
+    factors = None
+    if covariances is not None:
+        cov = np.asarray(covariances, dtype=float)
+        if cov.shape != (k, d, d) or not np.isfinite(cov).all():
+            raise ValueError(f"covariances must be a finite array of shape (n_clusters, d, d) = ({k}, {d}, {d}), "
+                             f"got shape {cov.shape}")
+        if not np.allclose(cov, cov.transpose(0, 2, 1)):
+            raise ValueError("covariances must be symmetric")
+        try:
+            factors = np.linalg.cholesky(cov)
+        except np.linalg.LinAlgError as exc:
+            raise ValueError("covariances must be positive definite") from exc
+    perturbation = check_nonnegative_scalar(perturbation, "perturbation")
+    return weights, factors, perturbation
+
+
+def _features(labels, d, m, rho, seed, what, weights=None, covariances=None, perturbation=0.0):
     labels = _labels(labels)
     n = labels.size
     d = check_positive_int(d, "d")
     counts = _counts(m, n)
+    weights, factors, perturbation = _cluster_options(int(labels.max()) + 1, d, weights, covariances, perturbation)
     rng = np.random.default_rng(seed)
     counts = np.where(observed_nodes(n, rho, rng), counts, 0)
     # before anything of size samples x d is drawn
@@ -110,10 +134,19 @@ def _features(labels, d, m, rho, seed, what):
     check_memory(_features_bytes(n, k, d, total),
                  f"{what}(d={d}): {n} nodes, {total} samples of dimension {d}")
     with allocation_guard(f"{what}(d={d}): {total} samples of dimension {d}"):
-        w_clusters = cluster_weights(k, d, rng)
+        w_clusters = cluster_weights(k, d, rng) if weights is None else weights
         W = w_clusters[labels]
+        if perturbation > 0:  # non-i.i.d. nodes: w_i = w_c + perturbation * e_i / ||w_c||, e_i ~ N(0, I)
+            norms = np.linalg.norm(w_clusters, axis=1)
+            if not (norms > 0).all():
+                raise ValueError("perturbation needs nonzero cluster weights (it is scaled by 1 / ||w_c||)")
+            W = W + perturbation * rng.standard_normal((n, d)) / norms[labels][:, None]
         X_all = rng.standard_normal((total, d))
         node_of_sample = np.repeat(np.arange(n), counts)
+        if factors is not None:  # x ~ N(0, Sigma_c) for the nodes of cluster c
+            for c in range(k):  # a loop over clusters, each a batched product
+                rows = labels[node_of_sample] == c
+                X_all[rows] = X_all[rows] @ factors[c].T
         scores = np.einsum("kd,kd->k", X_all, W[node_of_sample])
     return labels, counts, rng, W, X_all, scores
 
@@ -128,13 +161,15 @@ def _split(values: np.ndarray, counts: np.ndarray) -> tuple:
     return tuple(np.split(values, np.cumsum(counts)[:-1]))
 
 
-def linear_model(labels, d: int, m=10, sigma: float = 1e-3, rho: float = 1.0, seed=None) -> Dataset:
+def linear_model(labels, d: int, m=10, sigma: float = 1e-3, rho: float = 1.0, seed=None, *, weights=None,
+                 covariances=None, perturbation: float = 0.0) -> Dataset:
     """The GTV paper's linear model.
 
     Node ``i`` in cluster ``c`` has ``m_i`` samples ``x ~ N(0, I_d)`` and labels
     ``y = w_c^T x + sigma * e`` with ``e ~ N(0, 1)``; the cluster weights ``w_c`` have entries
     i.i.d. uniform in {0, 0.5}. A fraction ``rho`` of the nodes is observed; the others hold
-    no data (``m_i = 0``).
+    no data (``m_i = 0``). The appendix experiments (paper, Sec. IX-B) also need given cluster
+    weights, per-cluster feature covariances and per-node perturbations of the weights.
 
     Parameters
     ----------
@@ -149,14 +184,23 @@ def linear_model(labels, d: int, m=10, sigma: float = 1e-3, rho: float = 1.0, se
     rho : float
         Fraction of nodes that hold data.
     seed : int or Generator, optional
+    weights : array_like of shape (n_clusters, d), optional
+        The cluster weights ``w_c`` (default: drawn as above).
+    covariances : array_like of shape (n_clusters, d, d), optional
+        Feature covariance of each cluster, ``x ~ N(0, Sigma_c)`` (default identity).
+    perturbation : float
+        Non-i.i.d. nodes: ``w_i = w_c + perturbation * e_i / ||w_c||`` with ``e_i ~ N(0, I_d)``
+        (paper, Sec. IX-B2, uses ``1e-3``); the ground truth is then per node.
 
     References
     ----------
     .. [1] Y. SarcheshmehPour, Y. Tian, L. Zhang, A. Jung, "Clustered federated learning via
-       generalized total variation minimization", IEEE Trans. Signal Processing, 2023.
+       generalized total variation minimization", IEEE Trans. Signal Processing, 2023
+       (``../shared/seeds/002``: eq. (37), Sec. VI-A; Sec. IX-B for the covariances and perturbations).
     """
     sigma = check_nonnegative_scalar(sigma, "sigma")
-    labels, counts, rng, W, X_all, scores = _features(labels, d, m, rho, seed, "data.linear_model")
+    labels, counts, rng, W, X_all, scores = _features(labels, d, m, rho, seed, "data.linear_model", weights,
+                                                      covariances, perturbation)
     y_all = scores + sigma * rng.standard_normal(scores.size)
     return Dataset(_split(X_all, counts), _split(y_all, counts), GroundTruth(W=W, labels=labels))
 
