@@ -46,3 +46,30 @@ def test_reduced_problem_needs_a_quadratic_loss():
     problem = g.GTVProblem(graph, g.Logistic(X, [np.array([1.0, -1.0])] * 6), g.Norm2(), 0.1)
     with pytest.raises(CapabilityError, match="reduced_cluster_problem needs the loss 'logistic'"):
         reduced_cluster_problem(problem, labels)
+
+
+@pytest.mark.parametrize("penalty", [g.Norm2(), g.Norm1()])
+@pytest.mark.parametrize("graph_kind", ["star", "sbm"])
+def test_lam_max_of_a_general_gtv_problem_is_where_all_local_models_fuse(penalty, graph_kind):
+    from gtvcvx.clustering import lam_max
+
+    rng = np.random.default_rng(0)
+    graph = g.graphs.star(30) if graph_kind == "star" else g.graphs.sbm([15, 15], 0.5, 0.1, seed=1).graph
+    X = [rng.normal(size=(5, 2)) for _ in range(30)]
+    y = [X[i] @ rng.normal(size=2) + 0.1 * rng.normal(size=5) for i in range(30)]
+    problem = g.GTVProblem(graph, g.SquaredError(X, y), penalty, 1.0)
+    threshold = lam_max(problem)
+    assert threshold.status == ("exact" if graph_kind == "star" else "optimal")
+    spread = {}
+    for factor in (0.97, 1.03):
+        W = g.solve(problem.with_lam(factor * threshold.value), tol=1e-10, max_iter=500_000).W
+        spread[factor] = np.linalg.norm(W - W.mean(axis=0), axis=1).max()
+    assert spread[1.03] <= 1e-7 < 1e-3 <= spread[0.97]
+
+
+def test_lam_max_refuses_a_loss_without_a_pooled_fit():
+    from gtvcvx.clustering import lam_max
+
+    X, y = [np.ones((2, 2))] * 4, [np.array([1.0, 2.0])] * 4
+    with pytest.raises(CapabilityError, match="smooth loss with a pooled fit"):
+        lam_max(g.GTVProblem(g.graphs.chain(4), g.AbsoluteError(X, y), g.Norm2(), 1.0))

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
+from ..baselines import fit_pooled
 from ..graph import Graph
 from ..capabilities import CapabilityError, provides
 from ..penalties import Norm2, Penalty
@@ -90,6 +91,25 @@ class LamMax:
 
 
 # ---------------------------------------------------------------------------------------- helpers
+def _pooled_demands(problem: GTVProblem) -> tuple[np.ndarray, str]:
+    """``B = -grad L(W_pool)``: the demands at the pooled model of every connected component."""
+    loss = problem.loss
+    if not (provides(loss, "smooth") and hasattr(loss, "X_all")):
+        raise CapabilityError(f"lam_max needs a smooth loss with a pooled fit (squared distance, squared error or "
+                              f"logistic), got loss '{loss.name}'")
+    labels = problem.graph.components()
+    W_pool = np.zeros((problem.n, problem.d))
+    unconverged = 0
+    for c in range(problem.graph.n_components):  # one pooled fit per connected component
+        mask = labels == c
+        w, _, converged = fit_pooled(loss, mask)
+        W_pool[mask] = w
+        unconverged += not converged
+    message = (f"the pooled fit did not converge on {unconverged} component(s) (e.g. separable logistic data: the "
+               "pooled loss has no minimizer, the models never fuse)") if unconverged else ""
+    return -loss.gradient(W_pool), message
+
+
 def fusion_divergence(graph: Graph, points: np.ndarray) -> np.ndarray:
     """``B = 2 (a_i - mean of a over the component of i)``: the divergence a fusing flow must have."""
     return 2.0 * (points - component_means(graph.components(), points))
@@ -373,14 +393,18 @@ def _conic_on_edges(graph: Graph, B, penalty, mask, upper_hint):
 
 def lam_max(points, graph=None, penalty: Penalty | None = None, *, method: str = "auto",
             rtol: float = 1e-7) -> LamMax:
-    r"""Smallest ``lam`` at which convex clustering fuses each connected component into one cluster.
+    r"""Smallest ``lam`` at which GTV fuses each connected component into one model.
+
+    For convex clustering the component means; for any GTV problem with a smooth loss that has
+    a pooled fit (squared error, logistic) the pooled model of each component (the GTV paper's
+    critical lam, ``../shared/seeds/002``, Sec. IX-B3 and Fig. 13).
 
     Parameters
     ----------
     points : array_like (n, d) or GTVProblem
         Data ``a_i`` (as used in the loss, i.e. already standardized if you standardize), or a
-        convex clustering :class:`~gtvcvx.GTVProblem` (``SquaredDistance`` loss), whose graph
-        and penalty are then used.
+        :class:`~gtvcvx.GTVProblem` (``SquaredDistance``, ``SquaredError`` or ``Logistic``
+        loss), whose graph and penalty are then used.
     graph : Graph
         The clustering graph (required with points).
     penalty : Norm2 or Norm1, optional
@@ -399,8 +423,10 @@ def lam_max(points, graph=None, penalty: Penalty | None = None, *, method: str =
 
     Notes
     -----
-    Write ``B = 2 (A - M)`` with ``M_i`` the mean of the points in the component of ``i``.
-    ``W = M`` is optimal at ``lam`` iff some flow has ``D^T U = B`` and
+    Write ``B = 2 (A - M)`` with ``M_i`` the mean of the points in the component of ``i``
+    (general losses: ``B = -grad L(M)`` with ``M_i`` the pooled model of ``i``'s component,
+    ``argmin_w sum_{j in comp(i)} L_j(w)``, the same argument with stationarity
+    ``grad L(W) + D^T U = 0``). ``W = M`` is optimal at ``lam`` iff some flow has ``D^T U = B`` and
     ``||U_e||_* <= lam A_e`` (stationarity ``2 (W - A) + D^T U = 0`` and the subdifferential of
     the norm at 0). Hence
 
@@ -430,15 +456,17 @@ def lam_max(points, graph=None, penalty: Penalty | None = None, *, method: str =
     .. [3] E. C. Chi, K. Lange, "Splitting methods for convex clustering", JCGS 24(4), 2015.
     """
     t0 = time.perf_counter()
+    pooled_message = ""
     if isinstance(points, GTVProblem):
         problem = points
-        if not provides(problem.loss, "separable_points"):
-            raise CapabilityError("lam_max needs a convex clustering problem (a loss with the 'separable_points' "
-                                  f"trait, e.g. SquaredDistance), got loss '{problem.loss.name}'")
         if graph is not None:
             raise ValueError("graph: do not pass a graph together with a GTVProblem")
-        graph, pts = problem.graph, np.asarray(problem.loss.points)
+        graph = problem.graph
         penalty = problem.penalty if penalty is None else penalty
+        if provides(problem.loss, "separable_points"):
+            B = fusion_divergence(graph, np.asarray(problem.loss.points))
+        else:
+            B, pooled_message = _pooled_demands(problem)
     else:
         pts = check_points(points)
         if not isinstance(graph, Graph):
@@ -446,13 +474,15 @@ def lam_max(points, graph=None, penalty: Penalty | None = None, *, method: str =
                              f"{type(graph).__name__}")
         if graph.n != pts.shape[0]:
             raise ValueError(f"graph has {graph.n} nodes but points has {pts.shape[0]} rows")
+        B = fusion_divergence(graph, pts)
     penalty = check_norm_penalty(Norm2() if penalty is None else penalty)
     if method not in ("auto", "tree", "conic"):
         raise ValueError(f"method must be 'auto', 'tree' or 'conic', got {method!r}")
     if not (isinstance(rtol, (int, float)) and 0 < rtol < 1):
         raise ValueError(f"rtol must be in (0, 1), got {rtol!r}")
-    B = fusion_divergence(graph, pts)
     bounds, used, message = _solve_bracket(graph, B, penalty, float(rtol), method)
+    if pooled_message:
+        message = f"{pooled_message}; {message}" if message else pooled_message
     upper, lower = float(bounds.upper), float(min(bounds.lower, bounds.upper))
     flow = bounds.flow
     width = (upper - lower) / upper if upper > 0 else 0.0
