@@ -20,10 +20,11 @@ PACKAGE = Path(gtvcvx.__file__).parent
 CORE = ("_validation", "_accurate", "capabilities", "graph", "losses", "penalties", "problem", "solvers", "results")
 UPPER = ("spec", "tasks", "report", "testing", "commands", "cli", "bench", "experiments", "render", "runner")
 
-#: Most function-level imports of gtvcvx modules allowed (a ratchet: 163 before the redesign, 146 after;
+#: Most function-level imports of gtvcvx modules allowed (a ratchet: 163 before the redesign, 146 after,
+#: 108 with the paper studies hoisted;
 #: lower it when you hoist imports, never raise it). CVXPY / matplotlib / optional backends
 #: are not counted.
-MAX_FUNCTION_LEVEL_IMPORTS = 146
+MAX_FUNCTION_LEVEL_IMPORTS = 108
 
 
 def _module_name(path: Path) -> str:

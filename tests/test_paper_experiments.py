@@ -30,7 +30,7 @@ def quick_runs(tmp_path_factory):
 
 
 def test_study_specs_are_registered_and_match_defaults():
-    assert len(STUDY_SPECS) == 5
+    assert len(STUDY_SPECS) == 7
     for spec_path in STUDY_SPECS:
         spec = load_spec(spec_path)
         assert spec.kind == "experiment" and spec.experiment in paper.EXPERIMENTS
@@ -69,6 +69,11 @@ def test_quick_results_make_sense(quick_runs):
     guidance_table = runs["paper_lam_guidance"][1].tables["lam_guidance"]
     assert (guidance_table["thm2_bound"] > 0).all() and guidance_table["thm2_deviation"].notna().all()
     assert "**Theorem 2 as stated**" in runs["paper_lam_guidance"][1].markdown
+    appendix = runs["paper_appendix_sbm"][1].measured
+    assert appendix["max_rel_gap"] <= 1e-6
+    assert appendix["noniid_norm2_mse"] < 1e-3 < appendix["noniid_squared_norm2_mse"]  # the paper's ordering
+    star = runs["paper_star"][1].measured
+    assert star["lam_critical"] > 0 and star["max_spread_above"] <= 1e-6 < 1e-3 <= star["min_spread_below"]
     digits = runs["paper_digits"][1].measured
     assert digits["gtv_uncertified"] == 0
 

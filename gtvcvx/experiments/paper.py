@@ -22,7 +22,14 @@ Studies (each an experiment of this registry, each with a spec ``problems/paper/
 ``paper_lam_guidance``
     Regularization guidance for the Table I setting: a lam sweep with the MSE and the
     recovered clusters, and the lam window where the network-flow (KKT) conditions behind
-    the paper's Theorem 2 certify exact recovery of the clusters.
+    the paper's Theorem 2 certify exact recovery of the clusters; Theorem 2 itself evaluated.
+``paper_appendix_sbm``
+    The appendix's SBM with d = 2 (Sec. IX-B1-B2): Figs. 9-10 (MSE versus p_out over rho and
+    sigma, three penalties), distinct feature covariances per cluster (Algorithm 1 versus
+    MOCHA) and Fig. 11 (unbalanced clusters, i.i.d. and perturbed weights).
+``paper_star``
+    Figs. 12-13: a star with one true model per node; the exact critical lam above which all
+    local models coincide, certified solutions around it and the paper's fixed-R Algorithm 1.
 ``paper_reproduction``
     The summary (spec ``problems/paper/summary.toml`` with ``output = "paper.md"``): paper
     value and measured value side by side. It reuses a study's record from the same report
@@ -54,6 +61,16 @@ import numpy as np
 import pandas as pd
 
 from .._threads import single_threaded
+from ..baselines import fedavg, fit_pooled, ifca, local_only, oracle_fedavg
+from ..clustering import lam_max
+from ..data import linear_model, observed_nodes
+from ..graph import Graph
+from ..graphs import clustered_chain, knn, sbm, star
+from ..losses import Logistic, SquaredError
+from ..metrics import adjusted_rand_index, mse
+from ..penalties import Norm1, Norm2, get_penalty
+from ..problem import GTVProblem
+from ..solvers import solve
 from ..io import atomic_savefig
 from ..progress import substep
 from ..recovery import (
@@ -99,7 +116,6 @@ def prediction_mse(loss, W) -> float:
 
 
 def _solve(problem, tol, **kwargs):
-    from ..solvers import solve
 
     t0 = time.perf_counter()
     result = solve(problem, tol=tol, **kwargs)
@@ -112,7 +128,6 @@ def _plain_algorithm1(problem, iterations, check_every, W_true=None):
     Returns a dict ``iterations -> (W, certified rel gap at that iterate)``, the trace
     ``[(iteration, rel_gap, mse)]`` every ``check_every`` iterations, the wall time and the result.
     """
-    from ..metrics import mse
 
     wanted = sorted(set(int(k) for k in iterations))
     every = math.gcd(*wanted, int(check_every))
@@ -133,7 +148,6 @@ def _plain_algorithm1(problem, iterations, check_every, W_true=None):
 
 def _certified_with_trace(problem, tol, W_true, **kwargs):
     """Fast-core solve recording ``(iteration, rel_gap, mse)`` at every certificate check-point."""
-    from ..metrics import mse
 
     trace = []
 
@@ -148,7 +162,6 @@ def _certified_with_trace(problem, tol, W_true, **kwargs):
 
 def _scaled_sum_loss(loss):
     """The authors' formulation: ``sum_k (y_k - x_k^T w)^2`` per node (rows scaled by ``sqrt(m_i)``)."""
-    from ..losses import SquaredError
 
     X, y = loss.X, loss.y
     return SquaredError([x * math.sqrt(max(len(v), 1)) for x, v in zip(X, y)],
@@ -157,11 +170,6 @@ def _scaled_sum_loss(loss):
 
 def _sbm_problem(p: dict, lam: float):
     """The Table I setting: SBM graph, the paper's linear model, squared error + nLasso."""
-    from ..data import linear_model
-    from ..graphs import sbm
-    from ..losses import SquaredError
-    from ..penalties import Norm2
-    from ..problem import GTVProblem
 
     g_rng, d_rng = _seeds(p["seed"], 2)
     graph, labels = sbm(list(p["sizes"]), p["p_in"], p["p_out"], seed=g_rng)
@@ -184,10 +192,6 @@ def _new_figure(width=6.4, height=4.0, ncols=1, nrows=1, **kw):
 @single_threaded
 def sbm_table1(params: dict, out_dir: Path, *, scale: str = "default", studies=None) -> ExperimentOutput:
     """Table I: certified GTV, plain Algorithm 1 after fixed iteration counts, and the baselines."""
-    from ..baselines import fedavg, ifca, local_only, oracle_fedavg
-    from ..metrics import adjusted_rand_index, mse
-    from ..penalties import Norm1
-    from ..problem import GTVProblem
 
     p = _params("paper_sbm_table1", params, scale)
     out_dir = Path(out_dir)
@@ -389,13 +393,6 @@ def _finish(study, title, params, tables, measured, figures, out_dir, studies, f
 @single_threaded
 def sbm_k_clusters(params: dict, out_dir: Path, *, scale: str = "default", studies=None) -> ExperimentOutput:
     """Fig. 2: MSE versus the number of clusters k for GTV, IFCA, FedAvg and oracle FedAvg."""
-    from ..baselines import fedavg, ifca, oracle_fedavg
-    from ..data import linear_model
-    from ..graphs import sbm
-    from ..losses import SquaredError
-    from ..metrics import adjusted_rand_index, mse
-    from ..penalties import Norm2
-    from ..problem import GTVProblem
 
     p = _params("paper_sbm_k_clusters", params, scale)
     out_dir = Path(out_dir)
@@ -466,7 +463,6 @@ def sbm_k_clusters(params: dict, out_dir: Path, *, scale: str = "default", studi
 # =======================================================================================
 def _chain_data(p, rho, sigma, rng):
     """Features and labels of one chain repetition (the same data for every eps and penalty)."""
-    from ..data import observed_nodes
 
     size = int(p["cluster_size"])
     labels = np.repeat([0, 1], size)
@@ -485,11 +481,6 @@ def _chain_data(p, rho, sigma, rng):
 @single_threaded
 def chain_sweep(params: dict, out_dir: Path, *, scale: str = "default", studies=None) -> ExperimentOutput:
     """Figs. 3-4: MSE versus the bridge weight eps on a chain of two clusters."""
-    from ..graphs import clustered_chain
-    from ..losses import SquaredError
-    from ..metrics import mse
-    from ..penalties import get_penalty
-    from ..problem import GTVProblem
 
     p = _params("paper_chain", params, scale)
     out_dir = Path(out_dir)
@@ -576,9 +567,6 @@ def _chain_nonuniqueness(p, penalties, graphs_by_eps, settings, rngs):
     run of data-free nodes switches from one cluster model to the other does not change the
     objective), so the MSE of "the" solution depends on the solver's path.
     """
-    from ..losses import SquaredError
-    from ..metrics import mse
-    from ..problem import GTVProblem
 
     eps_hi = max(graphs_by_eps)
     eps_lo = min((e for e in graphs_by_eps if e > 0), default=None)
@@ -608,7 +596,6 @@ def _chain_nonuniqueness(p, penalties, graphs_by_eps, settings, rngs):
 @single_threaded
 def lam_guidance(params: dict, out_dir: Path, *, scale: str = "default", studies=None) -> ExperimentOutput:
     """lam sweep on the Table I setting: MSE, recovered clusters and the certified recovery window."""
-    from ..metrics import adjusted_rand_index, mse
 
     p = _params("paper_lam_guidance", params, scale)
     out_dir = Path(out_dir)
@@ -678,7 +665,6 @@ def lam_guidance(params: dict, out_dir: Path, *, scale: str = "default", studies
     # closed form of the upper end for two clusters: fusion of the reduced problem at the pooled model
     lam_hi_closed = float("nan")
     if k == 2:
-        from ..baselines import fit_pooled
 
         red, pairs = reduced_cluster_problem(problem0, labels)
         w_pool, _, _ = fit_pooled(problem0.loss, np.ones(problem0.n, dtype=bool))
@@ -726,8 +712,6 @@ def _digits_data(p):
     from scipy.spatial.distance import cdist
     from sklearn.datasets import load_digits
 
-    from ..graph import Graph
-    from ..graphs import knn
 
     X_img, digit = load_digits(return_X_y=True)
     X_img = X_img / 16.0
@@ -788,11 +772,6 @@ def _accuracy(Xs, ys, W) -> float:
 @single_threaded
 def digits_study(params: dict, out_dir: Path, *, scale: str = "default", studies=None) -> ExperimentOutput:
     """Digit-pair local datasets, logistic models: validation accuracy versus lam and the baselines."""
-    from ..baselines import fedavg, ifca, local_only, oracle_fedavg
-    from ..losses import Logistic
-    from ..metrics import adjusted_rand_index
-    from ..penalties import Norm2
-    from ..problem import GTVProblem
 
     p = _params("paper_digits", params, scale)
     out_dir = Path(out_dir)
@@ -869,6 +848,182 @@ def digits_study(params: dict, out_dir: Path, *, scale: str = "default", studies
 
 
 # =======================================================================================
+# Study 6: the appendix's SBM experiments (Figs. 9-11, per-cluster covariances)
+# =======================================================================================
+def _appendix_solve(p, sizes, p_out, rho, sigma, seed, penalties, *, covariances=None, perturbation=0.0):
+    """One SBM realization (graph and data from the SeedSequence ``seed``), solved certified for every penalty."""
+
+    graph_seed, data_seed = seed.spawn(2)
+    graph, labels = sbm(sizes, float(p["p_in"]), float(p_out), seed=np.random.default_rng(graph_seed))
+    ds = linear_model(labels, int(p["d"]), m=int(p["m"]), sigma=sigma, rho=rho, seed=np.random.default_rng(data_seed),
+                      weights=p["weights"], covariances=covariances, perturbation=perturbation)
+    loss = SquaredError(ds.X, ds.y, d=int(p["d"]))
+    out = []
+    for name, (penalty, lam) in penalties.items():
+        res, secs = _solve(GTVProblem(graph, loss, penalty, lam), float(p["tol"]), max_iter=200_000)
+        out.append({"penalty": name, "lam": lam, "mse": mse(res.W, ds.truth.W), "rel_gap": res.rel_gap,
+                    "status": str(res.status), "iterations": res.iterations, "seconds": secs})
+    return out
+
+
+def _mean_std(raw, keys):
+    return (raw.groupby(keys, sort=False)
+            .agg(mse_mean=("mse", "mean"), mse_std=("mse", "std"), worst_rel_gap=("rel_gap", "max"),
+                 seconds=("seconds", "sum")).reset_index())
+
+
+@single_threaded
+def sbm_appendix(params: dict, out_dir: Path, *, scale: str = "default", studies=None) -> ExperimentOutput:
+    """Figs. 9-11 and the per-cluster-covariance study of the paper's appendix (Sec. IX-B1, IX-B2)."""
+
+    p = _params("paper_appendix_sbm", params, scale)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    t_start = time.perf_counter()
+    size, reps = int(p["cluster_size"]), int(p["repetitions"])
+    penalties = {name: (get_penalty(name), float(lam)) for name, lam in p["penalties"].items()}
+    pair = {k: penalties[k] for k in ("norm2", "squared_norm2") if k in penalties}  # Algorithm 1 and MOCHA
+    settings = [("rho", float(r), 0.0, float(r)) for r in p["rhos"]]
+    settings += [("sigma", float(x), float(x), float(p["sigma_rho"])) for x in p["sigmas"]]
+    p_outs = [float(x) for x in p["p_outs"]]
+    n_jobs = len(settings) * len(p_outs) * reps + reps + 2 * len(p["fig11_sizes"]) * reps
+    seeds = iter(np.random.SeedSequence(int(p["seed"])).spawn(n_jobs))
+    done = 0
+    rows, noniid_rows, fig11_rows = [], [], []
+    for family, value, sigma, rho in settings:  # Figs. 9 (rho, noise-free) and 10 (sigma at rho = 0.6)
+        for p_out in p_outs:
+            for rep in range(reps):
+                done += 1
+                substep("realization", done, n_jobs)
+                for r in _appendix_solve(p, [size, size], p_out, rho, sigma, next(seeds), penalties):
+                    rows.append({"family": family, "value": value, "p_out": p_out, "rep": rep, **r})
+    cov = np.asarray(p["noniid_covariances"], dtype=float)
+    for rep in range(reps):  # distinct feature statistics per cluster (Sec. IX-B1, last paragraph)
+        done += 1
+        substep("realization", done, n_jobs)
+        for r in _appendix_solve(p, [size, size], float(p["noniid_p_out"]), float(p["noniid_rho"]), 0.0, next(seeds),
+                                 pair, covariances=cov):
+            noniid_rows.append({"p_out": float(p["noniid_p_out"]), "rep": rep, **r})
+    for n2 in p["fig11_sizes"]:  # Fig. 11: unbalanced clusters, i.i.d. and perturbed (non-i.i.d.) weights
+        for perturbation in (0.0, float(p["fig11_perturbation"])):
+            for rep in range(reps):
+                done += 1
+                substep("realization", done, n_jobs)
+                for r in _appendix_solve(p, [int(p["fig11_first"]), int(n2)], float(p["fig11_p_out"]),
+                                         float(p["fig11_rho"]), 0.0, next(seeds), pair, perturbation=perturbation):
+                    fig11_rows.append({"n2": int(n2), "weights": "non-i.i.d." if perturbation else "i.i.d.",
+                                       "rep": rep, **r})
+    raw, noniid_raw, fig11_raw = pd.DataFrame(rows), pd.DataFrame(noniid_rows), pd.DataFrame(fig11_rows)
+    summary = _mean_std(raw, ["family", "value", "penalty", "p_out"])
+    noniid = _mean_std(noniid_raw, ["penalty", "p_out"])
+    fig11 = _mean_std(fig11_raw, ["weights", "penalty", "n2"])
+
+    figures = []
+    for family, fname, title in (("rho", "appendix_fig9.png", "noise-free, fraction rho of nodes with data (Fig. 9)"),
+                                 ("sigma", "appendix_fig10.png", f"rho = {p['sigma_rho']}, noise sigma (Fig. 10)")):
+        sub = summary[summary["family"] == family]
+        fig, axes = _new_figure(12.0, 3.6, ncols=len(penalties), sharey=True)
+        for ax, name in zip(axes[0], penalties):
+            for value, grp in sub[sub["penalty"] == name].groupby("value", sort=False):
+                mean = grp["mse_mean"].to_numpy()
+                std = np.nan_to_num(grp["mse_std"].to_numpy())
+                ax.errorbar(grp["p_out"], mean, yerr=[np.minimum(std, mean * 0.999), std], marker="o", capsize=3,
+                            label=f"{family} = {fmt(value)}")
+            ax.set_yscale("log")
+            ax.set_xlabel("inter-cluster edge probability p_out")
+            ax.set_title(f"{name}, lam = {fmt(penalties[name][1])}", fontsize=9)
+            ax.grid(alpha=0.3)
+        axes[0, 0].set_ylabel("MSE (39), mean +- std")
+        axes[0, -1].legend(fontsize=8)
+        fig.suptitle(f"SBM 2 x {size} nodes, d = {p['d']}, m_i = {p['m']}: {title}", fontsize=10)
+        fig.tight_layout()
+        figures.append(_save(fig, out_dir / fname))
+    fig, axes = _new_figure(6.4, 4.0)
+    ax = axes[0, 0]
+    for (weights, name), grp in fig11.groupby(["weights", "penalty"], sort=False):
+        ax.semilogy(grp["n2"], grp["mse_mean"], marker="o", ls="-" if weights == "i.i.d." else "--",
+                    label=f"{'Algorithm 1 (nLasso)' if name == 'norm2' else 'MOCHA (squared)'}, {weights}")
+    ax.set_xlabel("size N2 of the second cluster")
+    ax.set_ylabel("MSE (39)")
+    ax.set_title(f"Unbalanced clusters |C1| = {p['fig11_first']} (Fig. 11)")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    figures.append(_save(fig, out_dir / "appendix_fig11.png"))
+    every_gap = pd.concat([raw["rel_gap"], noniid_raw["rel_gap"], fig11_raw["rel_gap"]])
+    measured = {"max_rel_gap": float(every_gap.max()), "solves": float(every_gap.size),
+                "seconds": time.perf_counter() - t_start}
+    for name in pair:
+        measured[f"noniid_{name}_mse"] = float(noniid.loc[noniid["penalty"] == name, "mse_mean"].iloc[0])
+    return _finish("paper_appendix_sbm", "Appendix: SBM with d = 2 (Figs. 9-11, per-cluster covariances)", p,
+                   {"appendix_summary": summary, "appendix_noniid": noniid, "appendix_fig11": fig11,
+                    "appendix_runs": raw}, measured, figures, out_dir, studies)
+
+
+# =======================================================================================
+# Study 7: the star graph and the critical lam (Figs. 12-13)
+# =======================================================================================
+@single_threaded
+def star_study(params: dict, out_dir: Path, *, scale: str = "default", studies=None) -> ExperimentOutput:
+    """Figs. 12-13: a star of n nodes with i.i.d. true weights; the exact critical lam at which all fuse."""
+
+    p = _params("paper_star", params, scale)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    t_start = time.perf_counter()
+    n, d = int(p["n_nodes"]), int(p["d"])
+    rng = np.random.default_rng(int(p["seed"]))
+    W_true = rng.standard_normal((n, d))  # w_i ~ N(0, I), one per node (paper, Sec. IX-B3)
+    ds = linear_model(np.arange(n), d, m=int(p["m"]), sigma=float(p["sigma"]), seed=rng, weights=W_true)
+    problem = GTVProblem(star(n), SquaredError(ds.X, ds.y, d=d), get_penalty(p["penalty"]), 1.0)
+    critical = lam_max(problem)
+    lam_c = critical.value
+    rows, solutions = [], {}
+    for index, factor in enumerate(float(f) for f in p["lam_factors"]):
+        substep("lam", index + 1, len(p["lam_factors"]))
+        lam = factor * lam_c
+        res, secs = _solve(problem.with_lam(lam), float(p["tol"]), max_iter=500_000)
+        spread = float(np.linalg.norm(res.W - res.W.mean(axis=0), axis=1).max())
+        distinct = int(solution_clusters(problem.graph, res.W, 1e-6 * max(1.0, float(np.abs(res.W).max()))).max()) + 1
+        solutions[factor] = res.W
+        rows.append({"lam_over_critical": factor, "lam": lam, "spread": spread, "distinct_models": distinct,
+                     "mse": mse(res.W, W_true), "rel_gap": res.rel_gap, "status": str(res.status),
+                     "iterations": res.iterations, "seconds": secs})
+    table = pd.DataFrame(rows)
+    # the paper's protocol: Algorithm 1 for R iterations just above the critical lam
+    protocol = []
+    for factor in (float(f) for f in p["protocol_factors"]):
+        captured, _, secs, _ = _plain_algorithm1(problem.with_lam(factor * lam_c), [int(p["pdhg_iterations"])],
+                                                 int(p["pdhg_iterations"]))
+        W_r, gap_r = captured[int(p["pdhg_iterations"])]
+        protocol.append({"lam_over_critical": factor, "iterations": int(p["pdhg_iterations"]),
+                         "spread": float(np.linalg.norm(W_r - W_r.mean(axis=0), axis=1).max()), "rel_gap": gap_r,
+                         "seconds": secs})
+    protocol = pd.DataFrame(protocol)
+    shown = [f for f in (float(x) for x in p["figure_factors"]) if f in solutions]
+    fig, axes = _new_figure(3.0 * len(shown), 3.0, ncols=len(shown), sharex=True, sharey=True)
+    for ax, factor in zip(axes[0], shown):
+        ax.scatter(W_true[:, 0], W_true[:, 1], marker="x", s=14, color="0.6", label="truth")
+        ax.scatter(solutions[factor][:, 0], solutions[factor][:, 1], s=12, color="tab:blue", label="learnt w_i")
+        ax.set_title(f"lam = {fmt(factor)} x lam_crit", fontsize=9)
+        ax.grid(alpha=0.3)
+    axes[0, 0].legend(fontsize=7)
+    fig.suptitle(f"Star graph, n = {n}: local models as lam grows (lam_crit = {fmt(lam_c)}, Fig. 13)", fontsize=10)
+    fig.tight_layout()
+    figures = [_save(fig, out_dir / "star_fig13.png")]
+    below, above = table[table["lam_over_critical"] < 1], table[table["lam_over_critical"] >= 1]
+    measured = {"lam_critical": float(lam_c), "lam_critical_rel_width": float(critical.rel_width),
+                "min_spread_below": float(below["spread"].min()) if len(below) else float("nan"),
+                "max_spread_above": float(above["spread"].max()) if len(above) else float("nan"),
+                "max_rel_gap": float(table["rel_gap"].max()),
+                "algorithm1_max_spread": float(protocol["spread"].max()) if len(protocol) else float("nan"),
+                "seconds": time.perf_counter() - t_start}
+    facts = {"lam_max_method": critical.method, "lam_max_status": critical.status}
+    return _finish("paper_star", "Figs. 12-13: star graph and the critical lam", p,
+                   {"star": table, "star_protocol": protocol}, measured, figures, out_dir, studies, facts=facts)
+
+
+# =======================================================================================
 # Summary: paper value and measured value side by side
 # =======================================================================================
 _STUDIES = {
@@ -877,6 +1032,8 @@ _STUDIES = {
     "paper_chain": ("chain_sweep", "chain"),
     "paper_digits": ("digits_study", "digits"),
     "paper_lam_guidance": ("lam_guidance", "guidance"),
+    "paper_appendix_sbm": ("sbm_appendix", "appendix"),
+    "paper_star": ("star_study", "star"),
 }
 
 
@@ -916,7 +1073,8 @@ def paper_reproduction(params: dict, out_dir: Path, *, scale: str = "default", s
                 shutil.copyfile(record.directory / fig, out_dir / fig)
             record.save(out_dir)
         figures += [out_dir / fig for fig in record.figures]
-    comparison = text.comparison_table(results["paper_sbm_table1"], results["paper_sbm_k_clusters"])
+    comparison = text.comparison_table(results["paper_sbm_table1"], results["paper_sbm_k_clusters"],
+                                       results["paper_appendix_sbm"])
     runtime = pd.DataFrame([{"study": name, "seconds": record.measured.get("seconds", float("nan"))}
                             for name, record in results.items()])
     measured = {"total_seconds": float(runtime["seconds"].sum())}
@@ -941,6 +1099,8 @@ EXPERIMENTS = {
     "paper_chain": chain_sweep,
     "paper_digits": digits_study,
     "paper_lam_guidance": lam_guidance,
+    "paper_appendix_sbm": sbm_appendix,
+    "paper_star": star_study,
     "paper_reproduction": paper_reproduction,
 }
 
@@ -951,5 +1111,7 @@ RENDERERS = {
     "paper_chain": text.chain,
     "paper_digits": text.digits,
     "paper_lam_guidance": text.lam_guidance,
+    "paper_appendix_sbm": text.appendix_sbm,
+    "paper_star": text.star,
     "paper_reproduction": _render_summary,
 }
