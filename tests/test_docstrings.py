@@ -17,7 +17,7 @@ numpydoc_validate = pytest.importorskip("numpydoc.validate")
 
 PUBLIC_MODULES = ("gtvcvx", "gtvcvx.graphs", "gtvcvx.losses", "gtvcvx.penalties", "gtvcvx.clustering",
                   "gtvcvx.rkhs", "gtvcvx.reference", "gtvcvx.testing", "gtvcvx.recovery", "gtvcvx.baselines",
-                  "gtvcvx.results")
+                  "gtvcvx.results", "gtvcvx.fl")
 CHECKS = {"GL08", "SS01", "SS02", "SS03", "PR02", "PR03", "PR08"}
 
 
