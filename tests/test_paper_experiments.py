@@ -30,7 +30,7 @@ def quick_runs(tmp_path_factory):
 
 
 def test_study_specs_are_registered_and_match_defaults():
-    assert len(STUDY_SPECS) == 7
+    assert len(STUDY_SPECS) == 8
     for spec_path in STUDY_SPECS:
         spec = load_spec(spec_path)
         assert spec.kind == "experiment" and spec.experiment in paper.EXPERIMENTS
@@ -74,6 +74,10 @@ def test_quick_results_make_sense(quick_runs):
     assert appendix["noniid_norm2_mse"] < 1e-3 < appendix["noniid_squared_norm2_mse"]  # the paper's ordering
     star = runs["paper_star"][1].measured
     assert star["lam_critical"] > 0 and star["max_spread_above"] <= 1e-6 < 1e-3 <= star["min_spread_below"]
+    fl = runs["paper_fl_algorithms"][1]
+    assert fl.measured["fedrelax_rel_gap"] <= 1e-8
+    privacy = fl.tables["fl_privacy"]
+    assert privacy["excess_objective_mean"].is_monotonic_increasing  # more noise, less accuracy
     digits = runs["paper_digits"][1].measured
     assert digits["gtv_uncertified"] == 0
 

@@ -30,6 +30,10 @@ Studies (each an experiment of this registry, each with a spec ``problems/paper/
 ``paper_star``
     Figs. 12-13: a star with one true model per node; the exact critical lam above which all
     local models coincide, certified solutions around it and the paper's fixed-R Algorithm 1.
+``paper_fl_algorithms``
+    The lecture notes' FL algorithms (:mod:`gtvcvx.fl`) on the Table I data: rounds, bytes and
+    certified gap of each against its GTV target, the privacy-accuracy trade-off of FedRelax
+    with noise, and the fast core on the same targets.
 ``paper_reproduction``
     The summary (spec ``problems/paper/summary.toml`` with ``output = "paper.md"``): paper
     value and measured value side by side. It reuses a study's record from the same report
@@ -67,8 +71,9 @@ from ..data import linear_model, observed_nodes
 from ..graph import Graph
 from ..graphs import clustered_chain, knn, sbm, star
 from ..losses import Logistic, SquaredError
+from ..fl import FLOAT_BYTES, fedavg_gd, fedavg_prox, fedrelax
 from ..metrics import adjusted_rand_index, mse
-from ..penalties import Norm1, Norm2, get_penalty
+from ..penalties import Norm1, Norm2, SquaredNorm2, get_penalty
 from ..problem import GTVProblem
 from ..solvers import solve
 from ..io import atomic_savefig
@@ -1024,6 +1029,91 @@ def star_study(params: dict, out_dir: Path, *, scale: str = "default", studies=N
 
 
 # =======================================================================================
+# Study 8: the lecture notes' FL algorithms on Table I (gtvcvx.fl)
+# =======================================================================================
+def _fl_row(algorithm, target_name, result, W_true, *, note=""):
+    return {"algorithm": algorithm, "target": target_name, "rounds": result.rounds,
+            "bytes": result.bytes_total, "rel_gap": result.rel_gap, "mse": mse(result.W, W_true) if result.W is not None
+            else float("nan"), "seconds": result.seconds, "note": note}
+
+
+@single_threaded
+def fl_algorithms(params: dict, out_dir: Path, *, scale: str = "default", studies=None) -> ExperimentOutput:
+    """The lecture notes' FL algorithms on the Table I data, each certified against its GTV target, with the
+    rounds and bytes each needs, next to the fast core on the same targets."""
+    p = _params("paper_fl_algorithms", params, scale)
+    t1 = _params("paper_sbm_table1", {}, scale)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    t_start = time.perf_counter()
+    base, W_true, _ = _sbm_problem(t1, float(t1["lam"]))
+    n, d, n_edges = base.n, base.d, base.n_edges
+    squared = GTVProblem(base.graph, base.loss, SquaredNorm2(), float(p["lam"]))
+    rounds, tol = int(p["max_rounds"]), float(p["tol"])
+    rows = []
+    substep("FedRelax")
+    relax = fedrelax(squared, rounds=rounds, tol=tol)
+    rows.append(_fl_row("FedRelax (Alg. 1)", "GTV, squared penalty", relax, W_true))
+    optimum = relax.certificate.primal - relax.certificate.gap  # a certified lower bound on the optimum
+    private = []
+    for sigma in p["noise_levels"]:
+        substep("private FedRelax", len(private) + 1, len(p["noise_levels"]))
+        runs = [fedrelax(squared, rounds=int(p["private_rounds"]), tol=None, noise=float(sigma), seed=s)
+                for s in range(int(p["private_repetitions"]))]
+        excess = [squared.objective(r.W) - optimum for r in runs]
+        private.append({"sigma": float(sigma), "rounds": int(p["private_rounds"]),
+                        "excess_objective_mean": float(np.mean(excess)), "mse_mean": float(np.mean(
+                            [mse(r.W, W_true) for r in runs])), "rel_gap_mean": float(np.mean([r.rel_gap for r in runs]))})
+        rows.append(_fl_row(f"private FedRelax (Alg. 5), sigma = {fmt(float(sigma))}", "GTV, squared penalty", runs[0],
+                            W_true, note=f"{p['private_rounds']} rounds"))
+    substep("FedAvg / FedSGD")
+    for label, kwargs, target in (("FedAvg = projected GD (notes (85))", {"weighting": "nodes"}, "pooled (GTV above lam_max)"),
+                                  ("FedSGD (slides Alg. 1, n_k/n)", {}, "pooled, sample weights"),
+                                  (f"FedAvg, E = {p['local_steps']} local steps (slides Alg. 2)",
+                                   {"local_steps": int(p["local_steps"])}, "pooled, sample weights")):
+        result = fedavg_gd(base, rounds=rounds, tol=tol, **kwargs)
+        rows.append(_fl_row(label, target, result, W_true))
+    for lam_prox in p["prox_lams"]:
+        result = fedavg_prox(base, rounds=int(p["prox_max_rounds"]), lam=float(lam_prox), tol=tol)
+        rows.append(_fl_row(f"FedAvg, prox client update (notes Algs. 3-4), lam = {fmt(float(lam_prox))}",
+                            "pooled (GTV above lam_max)", result, W_true))
+    # the fast core on the same targets, counted as message passing (3 |E| d numbers per iteration)
+    substep("fast core")
+    core_problems = (("GTV, squared penalty", squared), ("pooled (GTV above lam_max)", _consensus_problem(base)),
+                     ("Table I: GTV nLasso (for reference)", base))
+    for target, problem in core_problems:
+        res, secs = _solve(problem, float(p["core_tol"]), max_iter=int(p["core_max_iter"]),
+                           time_limit=float(p["core_time_limit"]))
+        rows.append({"algorithm": "fast core (restarted Halpern PDHG)", "target": target, "rounds": res.iterations,
+                     "bytes": FLOAT_BYTES * d * 3 * n_edges * res.iterations, "rel_gap": res.rel_gap,
+                     "mse": mse(res.W, W_true), "seconds": secs, "note": str(res.status)})
+    table, private = pd.DataFrame(rows), pd.DataFrame(private)
+    fig, axes = _new_figure(6.4, 4.0)
+    ax = axes[0, 0]
+    ax.loglog(private["sigma"], private["excess_objective_mean"], marker="o", label="excess objective")
+    ax.loglog(private["sigma"], private["mse_mean"], marker="s", label="MSE of the weights")
+    ax.set_xlabel("noise sigma of the shared models (Alg. 5)")
+    ax.set_title("Privacy-accuracy trade-off of FedRelax on Table I")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    figures = [_save(fig, out_dir / "fl_privacy.png")]
+    measured = {"fedrelax_rounds": float(relax.rounds), "fedrelax_rel_gap": float(relax.rel_gap),
+                "max_certified_rel_gap_exact_algorithms": float(table.loc[~table["algorithm"].str.startswith("private")
+                                                                            & table["target"].str.startswith("GTV, sq"),
+                                                                            "rel_gap"].max()),
+                "seconds": time.perf_counter() - t_start}
+    facts = {"n": n, "d": d, "n_edges": n_edges, "table1_seed": t1["seed"], "table1_sizes": list(t1["sizes"])}
+    return _finish("paper_fl_algorithms", "The lecture notes' FL algorithms on Table I", p,
+                   {"fl_algorithms": table, "fl_privacy": private}, measured, figures, out_dir, studies, facts=facts)
+
+
+def _consensus_problem(problem):
+    """GTV at a lam above lam_max (spanning-forest bound): its minimizer is the pooled model."""
+    return problem.with_lam(1.01 * lam_max(problem, method="tree").upper)
+
+
+# =======================================================================================
 # Summary: paper value and measured value side by side
 # =======================================================================================
 _STUDIES = {
@@ -1034,6 +1124,7 @@ _STUDIES = {
     "paper_lam_guidance": ("lam_guidance", "guidance"),
     "paper_appendix_sbm": ("sbm_appendix", "appendix"),
     "paper_star": ("star_study", "star"),
+    "paper_fl_algorithms": ("fl_algorithms", "fl"),
 }
 
 
@@ -1101,6 +1192,7 @@ EXPERIMENTS = {
     "paper_lam_guidance": lam_guidance,
     "paper_appendix_sbm": sbm_appendix,
     "paper_star": star_study,
+    "paper_fl_algorithms": fl_algorithms,
     "paper_reproduction": paper_reproduction,
 }
 
@@ -1113,5 +1205,6 @@ RENDERERS = {
     "paper_lam_guidance": text.lam_guidance,
     "paper_appendix_sbm": text.appendix_sbm,
     "paper_star": text.star,
+    "paper_fl_algorithms": text.fl_algorithms,
     "paper_reproduction": _render_summary,
 }
