@@ -131,6 +131,26 @@ def _change(new, old) -> float:
     return float(np.linalg.norm(new - old) / (1.0 + np.linalg.norm(old)))
 
 
+def _run_rounds(update, state, rounds: int, tol, label: str, objective=None, every: int = 50):
+    """Apply ``state = update(state)`` for at most ``rounds`` rounds, stopping when the relative change
+    falls to ``tol``; returns ``(state, rounds run, history)`` with ``objective(state)`` recorded if given."""
+    history = []
+    k = 0
+    for k in range(1, rounds + 1):
+        if k % every == 0:
+            substep(label, k, rounds)
+        new = update(state)
+        change = _change(new, state)
+        state = new
+        row = {"round": k, "change": change}
+        if objective is not None:
+            row["objective"] = objective(state)
+        history.append(row)
+        if tol is not None and change <= tol:
+            break
+    return state, k, history
+
+
 # ---------------------------------------------------------------------------------------- FedRelax
 def fedrelax(problem: GTVProblem, rounds: int = 1000, *, tol: float | None = 1e-12, noise: float = 0.0, seed=None,
              certify: bool = True) -> FLResult:
@@ -186,21 +206,14 @@ def fedrelax(problem: GTVProblem, rounds: int = 1000, *, tol: float | None = 1e-
     degree = np.asarray(A.sum(axis=1)).reshape(-1)
     connected = degree > 0
     step = np.where(connected, 1.0 / (problem.lam * np.where(connected, degree, 1.0)), 1e12)
-    W = np.zeros((problem.n, problem.d))
-    history = []
-    k = 0
-    for k in range(1, rounds + 1):
-        if k % 50 == 0:
-            substep("FedRelax round", k, rounds)
-        V = (A @ W) / np.where(connected, degree, 1.0)[:, None]
-        new = problem.loss.prox(V, step)
-        if noise > 0:
-            new = new + noise * rng.standard_normal(new.shape)
-        change = _change(new, W)
-        W = new
-        history.append({"round": k, "objective": problem.objective(W), "change": change})
-        if tol is not None and change <= tol:
-            break
+    mean_weight = 1.0 / np.where(connected, degree, 1.0)[:, None]
+
+    def update(W):
+        new = problem.loss.prox((A @ W) * mean_weight, step)  # prox at the neighbours' weighted mean
+        return new + noise * rng.standard_normal(new.shape) if noise > 0 else new
+
+    W, k, history = _run_rounds(update, np.zeros((problem.n, problem.d)), rounds, tol, "FedRelax round",
+                                problem.objective)
     per_round = FLOAT_BYTES * problem.d * 2 * problem.n_edges
     return _finish("fedrelax" if noise == 0 else "fedrelax_private", W, k, per_round, history, problem, certify, t0,
                    {"noise": float(noise)})
@@ -254,12 +267,9 @@ def fedrelax_nonparametric(problem: GTVProblem, make_model, X_test, rounds: int 
     graph = problem.graph
     A = _adjacency(graph)
     own = [(loss.X_all[loss.node_of_sample == i], loss.y_all[loss.node_of_sample == i]) for i in range(problem.n)]
-    predictions = np.zeros((problem.n, m_test))
     models = [None] * problem.n
-    history = []
-    k = 0
-    for k in range(1, rounds + 1):
-        substep("FedRelax (non-parametric) round", k, rounds)
+
+    def update(predictions):
         new = np.empty_like(predictions)
         for i in range(problem.n):  # one model fit per node (non-parametric models do not batch)
             row = A.getrow(i)
@@ -272,11 +282,10 @@ def fedrelax_nonparametric(problem: GTVProblem, make_model, X_test, rounds: int 
             model.fit(np.vstack(blocks_X), np.concatenate(blocks_y), sample_weight=np.concatenate(weights))
             models[i] = model
             new[i] = model.predict(X_test)
-        change = _change(new, predictions)
-        predictions = new
-        history.append({"round": k, "change": change})
-        if tol is not None and change <= tol:
-            break
+        return new
+
+    predictions, k, history = _run_rounds(update, np.zeros((problem.n, m_test)), rounds, tol,
+                                          "FedRelax (non-parametric) round", every=1)
     W = np.vstack([np.ravel(m.coef_) for m in models]) if all(hasattr(m, "coef_") for m in models) else None
     target = None
     if W is not None and W.shape[1] == problem.d:
@@ -365,22 +374,17 @@ def fedavg_gd(problem: GTVProblem, rounds: int = 1000, *, lr: float | None = Non
     if not (np.isfinite(lr) and lr > 0):
         raise ValueError(f"lr must be a finite number > 0, got {lr!r}")
     t0 = time.perf_counter()
-    theta = np.zeros(problem.d)
-    history = []
-    k = 0
-    for k in range(1, rounds + 1):
-        if k % 50 == 0:
-            substep("FedAvg round", k, rounds)
+
+    def update(theta):
         G = np.tile(theta, (problem.n, 1))
         for _ in range(local_steps):  # every client at once
             G = G - lr * loss.gradient(G)
-        new = weights @ G
-        change = _change(new, theta)
-        theta = new
-        history.append({"round": k, "objective": float(loss.node_values(np.tile(theta, (problem.n, 1))) @ weights),
-                        "change": change})
-        if tol is not None and change <= tol:
-            break
+        return weights @ G
+
+    def objective(theta):
+        return float(loss.node_values(np.tile(theta, (problem.n, 1))) @ weights)
+
+    theta, k, history = _run_rounds(update, np.zeros(problem.d), rounds, tol, "FedAvg round", objective)
     W = np.tile(theta, (problem.n, 1))
     target = _consensus_target(problem) if (weighting == "nodes" and certify) else None
     per_round = FLOAT_BYTES * problem.d * 2 * problem.n
@@ -422,20 +426,14 @@ def fedavg_prox(problem: GTVProblem, rounds: int = 1000, *, lam: float = 1.0, to
         raise ValueError(f"lam must be a finite number > 0, got {lam!r}")
     t0 = time.perf_counter()
     step = np.full(problem.n, 1.0 / (2.0 * lam))
-    w_bar = np.zeros(problem.d)
-    history = []
-    k = 0
-    for k in range(1, rounds + 1):
-        if k % 50 == 0:
-            substep("FedAvg (prox) round", k, rounds)
-        local = problem.loss.prox(np.tile(w_bar, (problem.n, 1)), step)
-        new = local.mean(axis=0)
-        change = _change(new, w_bar)
-        w_bar = new
-        history.append({"round": k, "objective": float(problem.loss.node_values(np.tile(w_bar, (problem.n, 1))).sum()),
-                        "change": change})
-        if tol is not None and change <= tol:
-            break
+
+    def update(w_bar):
+        return problem.loss.prox(np.tile(w_bar, (problem.n, 1)), step).mean(axis=0)
+
+    def objective(w_bar):
+        return float(problem.loss.node_values(np.tile(w_bar, (problem.n, 1))).sum())
+
+    w_bar, k, history = _run_rounds(update, np.zeros(problem.d), rounds, tol, "FedAvg (prox) round", objective)
     W = np.tile(w_bar, (problem.n, 1))
     per_round = FLOAT_BYTES * problem.d * 2 * problem.n
     return _finish("fedavg_prox", W, k, per_round, history, _consensus_target(problem) if certify else None, certify,

@@ -104,6 +104,13 @@ def _params(name: str, params: dict | None, scale: str) -> dict:
     return study_params(name, params, scale, (DEFAULTS, SCALED))
 
 
+def _begin(study: str, params, scale: str, out_dir):
+    """A study's parameters at ``scale``, its output directory (created) and its start time."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return _params(study, params, scale), out_dir, time.perf_counter()
+
+
 def _seeds(seed, count: int):
     return [np.random.default_rng(s) for s in np.random.SeedSequence(int(seed)).spawn(count)]
 
@@ -133,7 +140,6 @@ def _plain_algorithm1(problem, iterations, check_every, W_true=None):
     Returns a dict ``iterations -> (W, certified rel gap at that iterate)``, the trace
     ``[(iteration, rel_gap, mse)]`` every ``check_every`` iterations, the wall time and the result.
     """
-
     wanted = sorted(set(int(k) for k in iterations))
     every = math.gcd(*wanted, int(check_every))
     captured = {}
@@ -153,7 +159,6 @@ def _plain_algorithm1(problem, iterations, check_every, W_true=None):
 
 def _certified_with_trace(problem, tol, W_true, **kwargs):
     """Fast-core solve recording ``(iteration, rel_gap, mse)`` at every certificate check-point."""
-
     trace = []
 
     def callback(info):
@@ -167,7 +172,6 @@ def _certified_with_trace(problem, tol, W_true, **kwargs):
 
 def _scaled_sum_loss(loss):
     """The authors' formulation: ``sum_k (y_k - x_k^T w)^2`` per node (rows scaled by ``sqrt(m_i)``)."""
-
     X, y = loss.X, loss.y
     return SquaredError([x * math.sqrt(max(len(v), 1)) for x, v in zip(X, y)],
                         [v * math.sqrt(max(len(v), 1)) for v in y], d=loss.d)
@@ -175,7 +179,6 @@ def _scaled_sum_loss(loss):
 
 def _sbm_problem(p: dict, lam: float):
     """The Table I setting: SBM graph, the paper's linear model, squared error + nLasso."""
-
     g_rng, d_rng = _seeds(p["seed"], 2)
     graph, labels = sbm(list(p["sizes"]), p["p_in"], p["p_out"], seed=g_rng)
     ds = linear_model(labels, int(p["d"]), int(p["m"]), sigma=float(p["sigma"]), seed=d_rng)
@@ -197,11 +200,7 @@ def _new_figure(width=6.4, height=4.0, ncols=1, nrows=1, **kw):
 @single_threaded
 def sbm_table1(params: dict, out_dir: Path, *, scale: str = "default", studies=None) -> ExperimentOutput:
     """Table I: certified GTV, plain Algorithm 1 after fixed iteration counts, and the baselines."""
-
-    p = _params("paper_sbm_table1", params, scale)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    t_start = time.perf_counter()
+    p, out_dir, t_start = _begin("paper_sbm_table1", params, scale, out_dir)
     problem, W_true, labels = _sbm_problem(p, float(p["lam"]))
     loss = problem.loss
     sep = float(np.linalg.norm(W_true[labels == 0][0] - W_true[labels == 1][0])) if labels.max() > 0 else 1.0
@@ -398,11 +397,7 @@ def _finish(study, title, params, tables, measured, figures, out_dir, studies, f
 @single_threaded
 def sbm_k_clusters(params: dict, out_dir: Path, *, scale: str = "default", studies=None) -> ExperimentOutput:
     """Fig. 2: MSE versus the number of clusters k for GTV, IFCA, FedAvg and oracle FedAvg."""
-
-    p = _params("paper_sbm_k_clusters", params, scale)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    t_start = time.perf_counter()
+    p, out_dir, t_start = _begin("paper_sbm_k_clusters", params, scale, out_dir)
     ks = [int(k) for k in p["ks"]]
     rngs = _seeds(p["seed"], 3 * len(ks))
     rows = []
@@ -473,7 +468,6 @@ def sbm_k_clusters(params: dict, out_dir: Path, *, scale: str = "default", studi
 # =======================================================================================
 def _chain_data(p, rho, sigma, rng):
     """Features and labels of one chain repetition (the same data for every eps and penalty)."""
-
     size = int(p["cluster_size"])
     labels = np.repeat([0, 1], size)
     weights = np.asarray(p["weights"], dtype=float)
@@ -488,14 +482,37 @@ def _chain_data(p, rho, sigma, rng):
     return np.split(X_all, splits), np.split(y_all, splits), W_true
 
 
+def _mse_panels(summary, penalties, x, x_label, panels, heading, y_label, out_dir, *, height):
+    """One figure per ``(family, file name, title)`` of ``panels``: a panel per penalty, MSE mean +- std
+    against column ``x``, one curve per value of the family (Figs. 3-4 and 9-10)."""
+    figures = []
+    for family, fname, title in panels:
+        sub = summary[summary["family"] == family]
+        if not len(sub):
+            continue
+        fig, axes = _new_figure(12.0, height, ncols=len(penalties), sharey=True)
+        for ax, name in zip(axes[0], penalties):
+            for value, grp in sub[sub["penalty"] == name].groupby("value", sort=False):
+                mean = grp["mse_mean"].to_numpy()
+                std = np.nan_to_num(grp["mse_std"].to_numpy())
+                ax.errorbar(grp[x], mean, yerr=[np.minimum(std, mean * 0.999), std], marker="o", capsize=3,
+                            label=f"{family} = {fmt(value)}")
+            ax.set_yscale("log")
+            ax.set_xlabel(x_label)
+            ax.set_title(f"{name}, lam = {fmt(penalties[name][1])}", fontsize=9)
+            ax.grid(alpha=0.3)
+        axes[0, 0].set_ylabel(y_label)
+        axes[0, -1].legend(fontsize=8)
+        fig.suptitle(f"{heading}: {title}", fontsize=10)
+        fig.tight_layout()
+        figures.append(_save(fig, out_dir / fname))
+    return figures
+
+
 @single_threaded
 def chain_sweep(params: dict, out_dir: Path, *, scale: str = "default", studies=None) -> ExperimentOutput:
     """Figs. 3-4: MSE versus the bridge weight eps on a chain of two clusters."""
-
-    p = _params("paper_chain", params, scale)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    t_start = time.perf_counter()
+    p, out_dir, t_start = _begin("paper_chain", params, scale, out_dir)
     size = int(p["cluster_size"])
     eps_grid = [float(e) for e in p["eps"]]
     graphs_by_eps = {e: clustered_chain([size, size], e)[0] for e in eps_grid}
@@ -527,29 +544,10 @@ def chain_sweep(params: dict, out_dir: Path, *, scale: str = "default", studies=
     # non-uniqueness: the same problem from two starting points (both certified)
     nonunique = _chain_nonuniqueness(p, penalties, graphs_by_eps, settings, rngs)
 
-    figures = []
-    for family, fname, title in (("rho", "chain_mse_rho.png", "noise-free, fraction rho of nodes with data (Fig. 3)"),
-                                 ("sigma", "chain_mse_sigma.png",
-                                  f"rho = {p['sigma_rho']}, noise level sigma (Fig. 4)")):
-        sub = summary[summary["family"] == family]
-        if not len(sub):
-            continue
-        fig, axes = _new_figure(12.0, 3.8, ncols=len(penalties), sharey=True)
-        for ax, name in zip(axes[0], penalties):
-            for value, grp in sub[sub["penalty"] == name].groupby("value", sort=False):
-                mean = grp["mse_mean"].to_numpy()
-                std = np.nan_to_num(grp["mse_std"].to_numpy())
-                ax.errorbar(grp["eps"], mean, yerr=[np.minimum(std, mean * 0.999), std], marker="o", capsize=3,
-                            label=f"{family} = {fmt(value)}")
-            ax.set_yscale("log")
-            ax.set_xlabel("bridge weight eps")
-            ax.set_title(f"{name}, lam = {fmt(penalties[name][1])}", fontsize=9)
-            ax.grid(alpha=0.3)
-        axes[0, 0].set_ylabel("MSE (mean +- std over repetitions)")
-        axes[0, -1].legend(fontsize=8)
-        fig.suptitle(f"Chain of 2 x {size} nodes: {title}", fontsize=10)
-        fig.tight_layout()
-        figures.append(_save(fig, out_dir / fname))
+    figures = _mse_panels(summary, penalties, "eps", "bridge weight eps",
+                          (("rho", "chain_mse_rho.png", "noise-free, fraction rho of nodes with data (Fig. 3)"),
+                           ("sigma", "chain_mse_sigma.png", f"rho = {p['sigma_rho']}, noise level sigma (Fig. 4)")),
+                          f"Chain of 2 x {size} nodes", "MSE (mean +- std over repetitions)", out_dir, height=3.8)
 
     def pick(family, value, penalty, eps):
         sel = summary[(summary["family"] == family) & np.isclose(summary["value"], value)
@@ -577,7 +575,6 @@ def _chain_nonuniqueness(p, penalties, graphs_by_eps, settings, rngs):
     run of data-free nodes switches from one cluster model to the other does not change the
     objective), so the MSE of "the" solution depends on the solver's path.
     """
-
     eps_hi = max(graphs_by_eps)
     eps_lo = min((e for e in graphs_by_eps if e > 0), default=None)
     if eps_lo is None or eps_hi <= 1.0 or "norm2" not in penalties:
@@ -606,11 +603,7 @@ def _chain_nonuniqueness(p, penalties, graphs_by_eps, settings, rngs):
 @single_threaded
 def lam_guidance(params: dict, out_dir: Path, *, scale: str = "default", studies=None) -> ExperimentOutput:
     """lam sweep on the Table I setting: MSE, recovered clusters and the certified recovery window."""
-
-    p = _params("paper_lam_guidance", params, scale)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    t_start = time.perf_counter()
+    p, out_dir, t_start = _begin("paper_lam_guidance", params, scale, out_dir)
     lams = sorted(float(x) for x in p["lams"])
     problem0, W_true, labels = _sbm_problem(p, lams[0])
     k = int(labels.max()) + 1
@@ -782,11 +775,7 @@ def _accuracy(Xs, ys, W) -> float:
 @single_threaded
 def digits_study(params: dict, out_dir: Path, *, scale: str = "default", studies=None) -> ExperimentOutput:
     """Digit-pair local datasets, logistic models: validation accuracy versus lam and the baselines."""
-
-    p = _params("paper_digits", params, scale)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    t_start = time.perf_counter()
+    p, out_dir, t_start = _begin("paper_digits", params, scale, out_dir)
     D = _digits_data(p)
     graph, labels = D["graph"], D["labels"]
     loss = Logistic(D["Xtr"], D["ytr"])
@@ -862,7 +851,6 @@ def digits_study(params: dict, out_dir: Path, *, scale: str = "default", studies
 # =======================================================================================
 def _appendix_solve(p, sizes, p_out, rho, sigma, seed, penalties, *, covariances=None, perturbation=0.0):
     """One SBM realization (graph and data from the SeedSequence ``seed``), solved certified for every penalty."""
-
     graph_seed, data_seed = seed.spawn(2)
     graph, labels = sbm(sizes, float(p["p_in"]), float(p_out), seed=np.random.default_rng(graph_seed))
     ds = linear_model(labels, int(p["d"]), m=int(p["m"]), sigma=sigma, rho=rho, seed=np.random.default_rng(data_seed),
@@ -885,11 +873,7 @@ def _mean_std(raw, keys):
 @single_threaded
 def sbm_appendix(params: dict, out_dir: Path, *, scale: str = "default", studies=None) -> ExperimentOutput:
     """Figs. 9-11 and the per-cluster-covariance study of the paper's appendix (Sec. IX-B1, IX-B2)."""
-
-    p = _params("paper_appendix_sbm", params, scale)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    t_start = time.perf_counter()
+    p, out_dir, t_start = _begin("paper_appendix_sbm", params, scale, out_dir)
     size, reps = int(p["cluster_size"]), int(p["repetitions"])
     penalties = {name: (get_penalty(name), float(lam)) for name, lam in p["penalties"].items()}
     pair = {k: penalties[k] for k in ("norm2", "squared_norm2") if k in penalties}  # Algorithm 1 and MOCHA
@@ -928,26 +912,11 @@ def sbm_appendix(params: dict, out_dir: Path, *, scale: str = "default", studies
     noniid = _mean_std(noniid_raw, ["penalty", "p_out"])
     fig11 = _mean_std(fig11_raw, ["weights", "penalty", "n2"])
 
-    figures = []
-    for family, fname, title in (("rho", "appendix_fig9.png", "noise-free, fraction rho of nodes with data (Fig. 9)"),
-                                 ("sigma", "appendix_fig10.png", f"rho = {p['sigma_rho']}, noise sigma (Fig. 10)")):
-        sub = summary[summary["family"] == family]
-        fig, axes = _new_figure(12.0, 3.6, ncols=len(penalties), sharey=True)
-        for ax, name in zip(axes[0], penalties):
-            for value, grp in sub[sub["penalty"] == name].groupby("value", sort=False):
-                mean = grp["mse_mean"].to_numpy()
-                std = np.nan_to_num(grp["mse_std"].to_numpy())
-                ax.errorbar(grp["p_out"], mean, yerr=[np.minimum(std, mean * 0.999), std], marker="o", capsize=3,
-                            label=f"{family} = {fmt(value)}")
-            ax.set_yscale("log")
-            ax.set_xlabel("inter-cluster edge probability p_out")
-            ax.set_title(f"{name}, lam = {fmt(penalties[name][1])}", fontsize=9)
-            ax.grid(alpha=0.3)
-        axes[0, 0].set_ylabel("MSE (39), mean +- std")
-        axes[0, -1].legend(fontsize=8)
-        fig.suptitle(f"SBM 2 x {size} nodes, d = {p['d']}, m_i = {p['m']}: {title}", fontsize=10)
-        fig.tight_layout()
-        figures.append(_save(fig, out_dir / fname))
+    figures = _mse_panels(summary, penalties, "p_out", "inter-cluster edge probability p_out",
+                          (("rho", "appendix_fig9.png", "noise-free, fraction rho of nodes with data (Fig. 9)"),
+                           ("sigma", "appendix_fig10.png", f"rho = {p['sigma_rho']}, noise sigma (Fig. 10)")),
+                          f"SBM 2 x {size} nodes, d = {p['d']}, m_i = {p['m']}", "MSE (39), mean +- std", out_dir,
+                          height=3.6)
     fig, axes = _new_figure(6.4, 4.0)
     ax = axes[0, 0]
     for (weights, name), grp in fig11.groupby(["weights", "penalty"], sort=False):
@@ -976,11 +945,7 @@ def sbm_appendix(params: dict, out_dir: Path, *, scale: str = "default", studies
 @single_threaded
 def star_study(params: dict, out_dir: Path, *, scale: str = "default", studies=None) -> ExperimentOutput:
     """Figs. 12-13: a star of n nodes with i.i.d. true weights; the exact critical lam at which all fuse."""
-
-    p = _params("paper_star", params, scale)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    t_start = time.perf_counter()
+    p, out_dir, t_start = _begin("paper_star", params, scale, out_dir)
     n, d = int(p["n_nodes"]), int(p["d"])
     rng = np.random.default_rng(int(p["seed"]))
     W_true = rng.standard_normal((n, d))  # w_i ~ N(0, I), one per node (paper, Sec. IX-B3)
