@@ -42,7 +42,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from ._validation import check_positive_int
-from .capabilities import CapabilityError, require
+from .capabilities import CapabilityError, provides, require
 from .clustering import lam_max
 from .penalties import QuadraticForm
 from .problem import GTVProblem
@@ -255,7 +255,7 @@ def fedrelax_nonparametric(problem: GTVProblem, make_model, X_test, rounds: int 
     problem = _check(problem)
     rounds = check_positive_int(rounds, "rounds")
     loss = problem.loss
-    if not hasattr(loss, "X_all") or "quadratic" not in loss.traits:
+    if getattr(loss, "data", None) != "labelled" or not provides(loss, "quadratic"):
         raise CapabilityError(f"fedrelax_nonparametric needs labelled local data with a squared-error loss, got "
                               f"loss '{loss.name}'")
     X_test = np.asarray(X_test, dtype=float)

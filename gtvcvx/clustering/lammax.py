@@ -49,9 +49,9 @@ class LamMax:
     rel_width : float
         ``(upper - lower) / upper`` (0 for a forest, where the flow is unique).
     flow : ndarray (|E|, d)
-        ``U`` with ``D^T U = B = 2 (A - M)`` (M: component means, up to rounding) and
-        ``||U_e||_* <= upper * A_e``; at any ``lam >= upper``, ``(W = M, U)`` is an optimal
-        primal-dual pair.
+        ``U`` with ``D^T U = B`` (``2 (A - M)``, M: component means; ``-grad L(M)`` for other
+        losses; up to rounding) and ``||U_e||_* <= upper * A_e``; at any ``lam >= upper``,
+        ``(W = M, U)`` is an optimal primal-dual pair.
     potentials : ndarray (n, d)
         ``X`` with ``<B, X> / sum_e A_e ||(D X)_e|| = lower``.
     method : str
@@ -94,7 +94,7 @@ class LamMax:
 def _pooled_demands(problem: GTVProblem) -> tuple[np.ndarray, str]:
     """``B = -grad L(W_pool)``: the demands at the pooled model of every connected component."""
     loss = problem.loss
-    if not (provides(loss, "smooth") and hasattr(loss, "X_all")):
+    if not (provides(loss, "smooth") and getattr(loss, "data", None) == "labelled"):
         raise CapabilityError(f"lam_max needs a smooth loss with a pooled fit (squared distance, squared error or "
                               f"logistic), got loss '{loss.name}'")
     labels = problem.graph.components()
