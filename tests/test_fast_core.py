@@ -31,7 +31,9 @@ def test_fast_core_matches_clarabel_and_certificate_is_honest(loss, penalty, see
     recomputed = problem.dual_objective(fast.U)
     assert np.isfinite(recomputed)
     assert fast.dual <= recomputed + 1e-12 * (1 + abs(recomputed))
-    assert recomputed - fast.dual <= 0.1 * fast.gap + 1e-12 * (1 + abs(recomputed))
+    # ... and the allowance is a small part of the gap, or at rounding level: a direct solve ("quadratic")
+    # ends with a true gap of ~1e-15, so its whole certified gap (~1e-12 relative) is the allowance
+    assert recomputed - fast.dual <= 0.1 * fast.gap + 1e-11 * (1 + abs(recomputed))
     assert rel(problem.objective(fast.W), fast.primal) < 1e-12
 
 

@@ -22,11 +22,12 @@ from ..results import GTVResult, Status
 from ._kernels import SparseTimesDense, axpy, scal
 from .certificate import Certificate, FlowProjector, certify_pair
 from .chain import chain_plan, solve_chain
+from .quadratic import quadratic_refusal, solve_quadratic
 
 __all__ = ["solve", "IterationInfo", "METHODS"]
 
-#: Algorithms of :func:`solve` (``"auto"``: ``"chain"`` where it applies, else ``"halpern"``).
-METHODS = ("auto", "halpern", "pdhg", "chain")
+#: Algorithms of :func:`solve` (``"auto"``: ``"chain"`` or ``"quadratic"`` where they apply, else ``"halpern"``).
+METHODS = ("auto", "halpern", "pdhg", "chain", "quadratic")
 
 
 @dataclass
@@ -109,16 +110,19 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
     callback : callable, optional
         Called with an :class:`IterationInfo` at every certificate check-point; returning
         ``True`` stops the run (status ``max_iter``, message "stopped by callback").
-    method : {"auto", "halpern", "pdhg", "chain"}
-        ``"auto"`` (default): ``"chain"`` when the problem has its structure, else
-        ``"halpern"``. ``"halpern"``: reflected Halpern PDHG with adaptive restarts on the
+    method : {"auto", "halpern", "pdhg", "chain", "quadratic"}
+        ``"auto"`` (default): ``"chain"`` or ``"quadratic"`` when the problem has their
+        structure, else ``"halpern"``. ``"halpern"``: reflected Halpern PDHG with adaptive restarts on the
         fixed-point residual and an adaptive primal weight. ``"pdhg"``: the GTV paper's
         Algorithm 1, plain PDHG with the fixed diagonal steps ``tau_i = 1/deg_i``,
         ``sigma_e = 1/2`` (no restarts, ``eta`` = 1). ``"chain"``: the exact O(n) solver for
         graphs whose components are paths, with squared-distance losses and an l1 penalty (any
         norm penalty when ``d = 1``), :func:`gtvcvx.solvers.chain.solve_chain`; it ignores the
-        iteration options and ``warm_start`` and calls ``callback`` once. The result's
-        ``info["method"]`` names the method that ran.
+        iteration options and ``warm_start`` and calls ``callback`` once. ``"quadratic"``: a
+        quadratic loss with a quadratic penalty (e.g. SquaredError with SquaredNorm2) is one
+        linear system, solved by block-preconditioned conjugate gradients
+        (:func:`gtvcvx.solvers.quadratic.solve_quadratic`; ``max_iter`` bounds the CG
+        iterations). The result's ``info["method"]`` names the method that ran.
     eta : float
         Step-size safety factor (< 1 keeps the PDHG metric positive definite).
     reflection : float
@@ -196,7 +200,15 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
                 callback(IterationInfo(1, result.setup_time + result.solve_time, result.W, result.U,
                                        _result_certificate(result), float("nan"), 0))
             return result
-        method = "halpern"
+        method = "halpern" if quadratic_refusal(problem) else "quadratic"
+    if method == "quadratic":
+        W0, _ = warm_start_parts(problem, warm_start)  # CG starts from a warm-start W
+        with _blas_threads(blas_threads):
+            result = solve_quadratic(problem, tol, max_iter=max_iter, time_limit=time_limit, W0=W0)
+        if callback is not None:
+            callback(IterationInfo(result.iterations, result.setup_time + result.solve_time, result.W, result.U,
+                                   _result_certificate(result), float("nan"), 0))
+        return result
     if method == "pdhg":
         eta, reflection, adaptive_weight = 1.0, 0.0, False
     with _blas_threads(blas_threads):
