@@ -26,6 +26,7 @@ from .graph import Graph
 from .losses import SquaredError
 from .problem import GTVProblem
 from .solvers import solve
+from .solvers.quadratic import node_quadratics
 
 __all__ = ["solution_clusters", "reduced_cluster_problem", "exact_recovery_conditions", "RecoveryConditions",
            "theorem2", "Theorem2Report"]
@@ -315,18 +316,6 @@ class Theorem2Report:
         return bool((self.clusters["condition"] == "holds").all())
 
 
-def _node_hessians(loss):
-    """Hessians ``(n, d, d)`` and gradients at 0 of a quadratic loss, from ``d + 1`` batched gradients."""
-    n, d = loss.n, loss.d
-    g0 = loss.gradient(np.zeros((n, d)))
-    H = np.empty((n, d, d))
-    for k in range(d):  # d batched gradient evaluations (a loop over coordinates, not nodes)
-        E = np.zeros((n, d))
-        E[:, k] = 1.0
-        H[:, :, k] = loss.gradient(E) - g0
-    return 0.5 * (H + H.transpose(0, 2, 1)), g0
-
-
 def _strong_convexity(Hc, norm: str) -> tuple[float, bool]:
     """``(alpha, exact)``: ``min v^T Hc v / ||v||^2``; for l1 exact up to THEOREM2_EXACT_L1_DIM."""
     eig = np.linalg.eigvalsh(Hc)
@@ -447,7 +436,7 @@ def theorem2(problem: GTVProblem, labels, W=None):
                          f"got shape {labels.shape} and dtype {labels.dtype}")
     norm = "l2" if ball == "l2" else "l1"
     dual_norm = (lambda V: np.linalg.norm(V, axis=-1)) if norm == "l2" else (lambda V: np.abs(V).max(axis=-1))
-    H, g0 = _node_hessians(problem.loss)
+    H, g0 = node_quadratics(problem.loss)
     if norm == "l2":
         beta = np.linalg.eigvalsh(H)[:, -1]
     else:
