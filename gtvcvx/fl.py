@@ -48,6 +48,7 @@ from .penalties import QuadraticForm
 from .problem import GTVProblem
 from .progress import substep
 from .solvers.certify import certify as certify_W
+from .solvers.quadratic import penalty_form
 
 __all__ = ["FLResult", "fedrelax", "fedrelax_nonparametric", "fedavg_gd", "fedavg_prox", "FLOAT_BYTES"]
 
@@ -110,14 +111,10 @@ def _adjacency(graph) -> sp.csr_matrix:
 
 
 def _is_half_squared_norm(penalty, d: int) -> bool:
-    """``phi(u) = ||u||^2 / 2`` exactly (checked on the unit vectors and their pairwise sums)."""
-    if not (penalty.traits and "quadratic" in penalty.traits) or penalty.is_norm:
+    """``phi(u) = ||u||^2 / 2`` exactly: a quadratic penalty whose form (by polarization) is the identity."""
+    if not provides(penalty, "quadratic") or penalty.is_norm:
         return False
-    eye = np.eye(d)
-    pairs = eye[:, None, :] + eye[None, :, :]
-    values = penalty.edge_values(np.vstack([eye, pairs.reshape(-1, d)]), np.ones(d + d * d))
-    expected = np.concatenate([np.full(d, 0.5), 0.5 * (pairs ** 2).sum(axis=2).reshape(-1)])
-    return bool(np.allclose(values, expected, rtol=1e-12, atol=1e-12))
+    return bool(np.allclose(penalty_form(penalty, d), np.eye(d), rtol=1e-12, atol=1e-12))
 
 
 def _finish(name, W, rounds, per_round, history, target, certify, t0, info=None) -> FLResult:
