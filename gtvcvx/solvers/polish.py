@@ -34,7 +34,7 @@ from ..capabilities import provides
 from ..problem import GTVProblem
 from .certificate import Certificate, certify_pair
 from .certify import flow_from_primal
-from .quadratic import node_quadratics
+from .quadratic import MAX_BLOCK_ENTRIES, node_quadratics
 
 __all__ = ["polish_applies", "fused_clusters", "polish_clusters", "MAX_POLISH_UNKNOWNS"]
 
@@ -129,10 +129,11 @@ def polish_clusters(problem: GTVProblem, W, *, threshold: float = 1e-6, quadrati
     -------
     (ndarray, Certificate) or None
         None when no edge is fused, the reduced system is too large (:data:`MAX_POLISH_UNKNOWNS`),
-        or a quotient difference vanishes (the structure was wrong).
+        the node Hessians would exceed :data:`~gtvcvx.solvers.quadratic.MAX_BLOCK_ENTRIES`, or a
+        quotient difference vanishes (the structure was wrong).
     """
-    if not polish_applies(problem) or problem.n_edges == 0:
-        return None
+    if not polish_applies(problem) or problem.n_edges == 0 or problem.n * problem.d ** 2 > MAX_BLOCK_ENTRIES:
+        return None  # (the node Hessians would not fit the block budget of the quadratic solver)
     graph = problem.graph
     k, labels = fused_clusters(problem, W, threshold) if clusters is None else clusters
     if k * problem.d > MAX_POLISH_UNKNOWNS or k == problem.n:
