@@ -20,12 +20,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._linesearch import armijo_step
 from .capabilities import CapabilityError, require
 from .graph import Graph
 from .losses import SquaredError
 from .problem import GTVProblem
 from .solvers import solve
+from .solvers.polish import reduced_newton
 from .solvers.quadratic import node_quadratics
 
 __all__ = ["solution_clusters", "reduced_cluster_problem", "exact_recovery_conditions", "RecoveryConditions",
@@ -129,50 +129,6 @@ def _cluster_quadratics(loss, labels):
     return H, g
 
 
-def _polish_reduced(H, g, pairs, A, lam, v, *, max_iter=50):
-    """Newton's method on the reduced nLasso objective where every quotient difference is nonzero.
-
-    ``f(v) = sum_c (v_c^T H_c v_c - 2 g_c^T v_c) + lam sum_q A_q ||v_a - v_b||`` is smooth there;
-    a few damped Newton steps from the first-order solution reach rounding accuracy.
-    """
-    k, d = v.shape
-
-    def value(x):
-        diff = x[pairs[:, 0]] - x[pairs[:, 1]]
-        return float(np.einsum("cd,cde,ce->", x, H, x) - 2 * np.einsum("cd,cd->", g, x)
-                     + lam * (A * np.linalg.norm(diff, axis=1)).sum())
-
-    x = v.copy()
-    f = value(x)
-    for _ in range(max_iter):
-        grad = 2 * np.einsum("cde,ce->cd", H, x) - 2 * g
-        hess = np.zeros((k * d, k * d))
-        for c in range(k):
-            hess[c * d:(c + 1) * d, c * d:(c + 1) * d] = 2 * H[c]
-        for q, (a, b) in enumerate(pairs):
-            diff = x[a] - x[b]
-            nrm = np.linalg.norm(diff)
-            if nrm == 0:
-                return v, False
-            u = diff / nrm
-            grad[a] += lam * A[q] * u
-            grad[b] -= lam * A[q] * u
-            block = lam * A[q] * (np.eye(d) - np.outer(u, u)) / nrm
-            for i, j, sgn in ((a, a, 1), (b, b, 1), (a, b, -1), (b, a, -1)):
-                hess[i * d:(i + 1) * d, j * d:(j + 1) * d] += sgn * block
-        step = -np.linalg.lstsq(hess, grad.reshape(-1), rcond=None)[0].reshape(k, d)
-        decrement = float(-(grad.reshape(-1) @ step.reshape(-1)))
-        if decrement <= 1e-10 * (1 + abs(f)):
-            # quadratic region: full steps (an Armijo test cannot resolve these decreases in rounding)
-            x = x + step
-            if decrement <= 1e-26 * (1 + abs(f)):
-                break
-            f = value(x)
-            continue
-        x, f = armijo_step(value, x, step, f, decrement, t_min=1e-10)
-    return x, True
-
-
 def exact_recovery_conditions(problem, labels, *, tol: float = 1e-11,
                               fusion_tol: float = 1e-6) -> RecoveryConditions:
     """Check the network-flow (KKT) conditions for exact recovery of the clusters ``labels``.
@@ -218,7 +174,10 @@ def exact_recovery_conditions(problem, labels, *, tol: float = 1e-11,
         return out
     if len(pairs):
         H, g = _cluster_quadratics(problem.loss, labels)
-        v, ok = _polish_reduced(H, g, pairs, reduced.graph.weights, lam, v)
+        # sum_c (v^T H_c v - 2 g_c^T v) + lam sum_q A_q ||v_a - v_b||: Hessians 2 H_c, gradients at 0 -2 g_c
+        polished = reduced_newton(2.0 * H, -2.0 * g, pairs, lam * reduced.graph.weights, v, max_iter=50,
+                                  t_min=1e-10)
+        v = v if polished is None else polished
         out.v = v
     graph = problem.graph
     e = graph.edges
@@ -291,9 +250,9 @@ class Theorem2Report:
         ``alpha_exact`` (False: a sound lower bound), ``beta_max``, ``delta_max`` (eqs. 12, 11),
         ``condition`` (``"holds"``, ``"fails"`` or ``"not shown"``), ``check`` (how it was
         checked), ``demand_sum`` (``sum_{i in C} b_i``, the bracket of eq. 35 summed) and
-        ``max_internal_degree`` (taking ``A = C minus {i0}`` in (35) needs ``demand_sum - b_{i0}`` below the
-        internal degree of ``i0``: a quick necessary test), ``root`` (the node ``i0`` that satisfies (35), or -1), ``margin`` (exact check: the
-        smallest ``cut(A) - demand(A)`` over the subsets of the best root; max-flow: the unmet demand,
+        ``max_internal_degree`` (taking ``A = C minus {i0}`` in (35) needs ``demand_sum - b_{i0}``
+        below the internal degree of ``i0``: a quick necessary test), ``root`` (the node ``i0`` that
+        satisfies (35), or -1), ``margin`` (exact check: the smallest ``cut(A) - demand(A)`` over the subsets of the best root; max-flow: the unmet demand,
         negative), ``bound`` (right side of eq. 36, ``inf`` when ``alpha = 0``), and, given ``W``,
         ``deviation`` (``max_i ||w_i - wbar_c||``) and ``spread`` (the largest l2 distance of a
         ``w_i`` from the cluster's mean: 0 when ``W`` is constant on the cluster, as the theorem says).

@@ -36,7 +36,7 @@ from .certificate import Certificate, certify_pair
 from .certify import flow_from_primal
 from .quadratic import MAX_BLOCK_ENTRIES, node_quadratics
 
-__all__ = ["polish_applies", "fused_clusters", "polish_clusters", "MAX_POLISH_UNKNOWNS"]
+__all__ = ["polish_applies", "fused_clusters", "polish_clusters", "reduced_newton", "MAX_POLISH_UNKNOWNS"]
 
 #: Largest number of unknowns (clusters x d) of the reduced Newton system: its sparse factorization
 #: must stay cheap next to the iterations it saves (measured: a Fig. 2 instance with d = 100 spent
@@ -49,8 +49,13 @@ def polish_applies(problem: GTVProblem) -> bool:
     return provides(problem.loss, "quadratic") and problem.penalty.dual_ball == "l2" and problem.lam > 0
 
 
-def _reduced_newton(Hc, gc, pairs, caps_q, v, *, max_iter=40):
-    """Damped Newton on ``f`` (module docstring) from ``v``; None if a quotient difference vanishes."""
+def reduced_newton(Hc, gc, pairs, caps_q, v, *, max_iter: int = 40, t_min: float = 1e-12):
+    """Damped Newton on the cluster-reduced nLasso objective ``f`` (module docstring) from ``v``.
+
+    ``f`` is smooth while every quotient difference ``v_a - v_b`` is nonzero; returns None when
+    one vanishes (the structure was wrong). ``t_min`` is the smallest Armijo step. Shared by the
+    solver's polish and :func:`gtvcvx.recovery.exact_recovery_conditions`.
+    """
     k, d = v.shape
     a, b = pairs[:, 0], pairs[:, 1]
     eye = np.eye(d)
@@ -97,7 +102,7 @@ def _reduced_newton(Hc, gc, pairs, caps_q, v, *, max_iter=40):
                 break
             f = value(x)
             continue
-        x, f = armijo_step(value, x, step, f, decrement)
+        x, f = armijo_step(value, x, step, f, decrement, t_min=t_min)
     return x
 
 
@@ -155,7 +160,7 @@ def polish_clusters(problem: GTVProblem, W, *, threshold: float = 1e-6, quadrati
     sums = np.zeros((k, problem.d))
     np.add.at(sums, labels, W)
     v0 = sums / np.bincount(labels, minlength=k)[:, None]
-    v = _reduced_newton(Hc, gc, pairs, caps_q, v0) if len(pairs) else None
+    v = reduced_newton(Hc, gc, pairs, caps_q, v0) if len(pairs) else None
     if v is None:
         return None
     lifted = v[labels]
