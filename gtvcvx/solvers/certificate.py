@@ -91,6 +91,11 @@ class Certificate:
             return float("nan")
         return rounding / (1.0 + abs(self.primal) + abs(self.dual))
 
+    def resolution_message(self, tol: float) -> str:
+        """Why ``tol`` is below what float64 can certify here (see :attr:`resolution`)."""
+        return (f"float64 cannot certify tol = {tol:g} on this problem: rounding alone allows a relative "
+                f"gap of {self.resolution:.3g} (rescale the data or loosen tol)")
+
     def worst_nodes(self, k: int = 5) -> list[tuple[int, float]]:
         """The ``k`` nodes with the largest Fenchel-Young gap, as ``(node, gap)``."""
         order = np.argsort(-np.nan_to_num(self.node_gaps, nan=np.inf))[:k]

@@ -82,7 +82,15 @@ def chain_plan(problem: GTVProblem) -> ChainPlan | None:
     return ChainPlan(order, starts, step_edge) if ok else None
 
 
-def _stationary_flows(problem: GTVProblem, W, plan: ChainPlan) -> np.ndarray:
+def _step_capacities(problem: GTVProblem, plan: ChainPlan) -> np.ndarray:
+    """``c_e`` of the edge after every path position (0 at the end of a path)."""
+    lam = np.zeros(problem.n)
+    has_step = plan.step_edge >= 0
+    lam[has_step] = problem.capacities[plan.step_edge[has_step]]
+    return lam
+
+
+def _stationary_flows(problem: GTVProblem, W, plan: ChainPlan, lam: np.ndarray | None = None) -> np.ndarray:
     """Flows ``U`` with ``grad L(W) + D^T U = 0`` on every path, exact at the breaks
     (:func:`~gtvcvx.solvers._chain_kernels.path_flows`).
 
@@ -92,14 +100,12 @@ def _stationary_flows(problem: GTVProblem, W, plan: ChainPlan) -> np.ndarray:
     """
     _, _, path_flows = compiled()
     order, step_edge = plan.order, plan.step_edge
+    lam = _step_capacities(problem, plan) if lam is None else lam
     Gt = np.ascontiguousarray(problem.loss.gradient(W)[order].T)
     Bt = np.ascontiguousarray(W[order].T)
-    lam = np.zeros(problem.n)
-    has_step = step_edge >= 0
-    lam[has_step] = problem.capacities[step_edge[has_step]]
     Ft = np.zeros_like(Bt)
     path_flows(Gt, Bt, lam, plan.starts, Ft)
-    pos = np.flatnonzero(has_step)
+    pos = np.flatnonzero(step_edge >= 0)
     sign = np.where(order[pos] < order[pos + 1], 1.0, -1.0)
     U = np.empty((problem.n_edges, W.shape[1]))
     U[step_edge[pos]] = sign[:, None] * Ft.T[pos]
@@ -165,9 +171,7 @@ def solve_chain(problem: GTVProblem, tol: float = 1e-6, *, plan: ChainPlan | Non
     # scale of the differences, not of the data (points near 1e8 lose 8 digits otherwise)
     center = 0.5 * (points.max(axis=0) + points.min(axis=0))
     Yt = np.ascontiguousarray((points - center)[order].T)
-    lam = np.zeros(problem.n)
-    has_step = plan.step_edge >= 0
-    lam[has_step] = problem.capacities[plan.step_edge[has_step]]
+    lam = _step_capacities(problem, plan)
     out = np.empty_like(Yt)
     setup_time = time.perf_counter() - t_start
     t_solve = time.perf_counter()
@@ -175,7 +179,7 @@ def solve_chain(problem: GTVProblem, tol: float = 1e-6, *, plan: ChainPlan | Non
     W = np.empty_like(points)
     W[order] = out.T
     W += center
-    U = _stationary_flows(problem, W, plan)
+    U = _stationary_flows(problem, W, plan, lam)
     cert = certify_pair(problem, W, U)
     solve_time = time.perf_counter() - t_solve
     if cert.rel_gap <= tol:
@@ -183,8 +187,7 @@ def solve_chain(problem: GTVProblem, tol: float = 1e-6, *, plan: ChainPlan | Non
     else:
         status = Status.INACCURATE
         if cert.resolution > tol:
-            message = (f"float64 cannot certify tol = {tol:g} on this problem: rounding alone allows a relative "
-                       f"gap of {cert.resolution:.3g} (rescale the data or loosen tol)")
+            message = cert.resolution_message(tol)
         else:
             message = (f"float64 cannot hold the exact solution closer: W rounded to float64 certifies a relative "
                        f"gap of {cert.rel_gap:.3g} > tol = {tol:g} (data far larger than its differences: center "

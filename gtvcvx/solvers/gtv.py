@@ -201,19 +201,13 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
             warm_start_parts(problem, warm_start)  # validated, not needed: the solve is direct
             result = solve_chain(problem, tol, plan=plan)
             result.setup_time += plan_time
-            if callback is not None:
-                callback(IterationInfo(1, result.setup_time + result.solve_time, result.W, result.U,
-                                       _result_certificate(result), float("nan"), 0))
-            return result
+            return _report_once(result, callback)
         method = "halpern" if quadratic_refusal(problem) else "quadratic"
     if method == "quadratic":
         W0, _ = warm_start_parts(problem, warm_start)  # CG starts from a warm-start W
         with _blas_threads(blas_threads):
             result = solve_quadratic(problem, tol, max_iter=max_iter, time_limit=time_limit, W0=W0)
-        if callback is not None:
-            callback(IterationInfo(result.iterations, result.setup_time + result.solve_time, result.W, result.U,
-                                   _result_certificate(result), float("nan"), 0))
-        return result
+        return _report_once(result, callback)
     if method == "pdhg":
         eta, reflection, adaptive_weight = 1.0, 0.0, False
     with _blas_threads(blas_threads):
@@ -413,8 +407,7 @@ def _solve(problem, tol, max_iter, time_limit, warm_start, callback, method, eta
     _, W_best, cert = best
     if status == Status.MAX_ITER and message.startswith("reached max_iter") and cert.resolution > tol:
         status = Status.INACCURATE
-        message = (f"float64 cannot certify tol = {tol:g} on this problem: rounding alone allows a relative "
-                   f"gap of {cert.resolution:.3g} (rescale the data or loosen tol); {message}")
+        message = f"{cert.resolution_message(tol)}; {message}"
     residuals = dict(cert.residuals)
     residuals["stationarity"] = _stationarity(problem, W_best, cert.U)
     if cert.message and status != Status.OPTIMAL:
@@ -433,10 +426,15 @@ def _solve(problem, tol, max_iter, time_limit, warm_start, callback, method, eta
                            "edge_gaps": cert.edge_gaps})
 
 
-def _result_certificate(result: GTVResult) -> Certificate:
-    return Certificate(primal=result.primal, dual=result.dual, gap=result.gap, rel_gap=result.rel_gap,
-                       node_gaps=result.info["node_gaps"], edge_gaps=result.info["edge_gaps"], U=result.U,
-                       residuals=dict(result.residuals), message=result.message)
+def _report_once(result: GTVResult, callback) -> GTVResult:
+    """A direct method's result, after one callback with its certificate (its only check-point)."""
+    if callback is not None:
+        cert = Certificate(primal=result.primal, dual=result.dual, gap=result.gap, rel_gap=result.rel_gap,
+                           node_gaps=result.info["node_gaps"], edge_gaps=result.info["edge_gaps"], U=result.U,
+                           residuals=dict(result.residuals), message=result.message)
+        callback(IterationInfo(result.iterations, result.setup_time + result.solve_time, result.W, result.U, cert,
+                               float("nan"), 0))
+    return result
 
 
 def _step_norm_estimate(graph, iterations: int = 60, margin: float = 1.05) -> float:

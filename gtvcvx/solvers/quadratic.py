@@ -167,8 +167,7 @@ def solve_quadratic(problem: GTVProblem, tol: float = 1e-6, *, max_iter: int = 1
         atol *= 1e-2
     if status != Status.OPTIMAL and cert.resolution > tol:
         status = Status.INACCURATE
-        message = (f"float64 cannot certify tol = {tol:g} on this problem: rounding alone allows a relative gap of "
-                   f"{cert.resolution:.3g} (rescale the data or loosen tol)")
+        message = cert.resolution_message(tol)
     if cert.message and status != Status.OPTIMAL:
         message = f"{message}; {cert.message}" if message else cert.message
     solve_time = time.perf_counter() - t_solve
