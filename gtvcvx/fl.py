@@ -200,7 +200,7 @@ def fedrelax(problem: GTVProblem, rounds: int = 1000, *, tol: float | None = 1e-
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     A = _adjacency(problem.graph)
-    degree = np.asarray(A.sum(axis=1)).reshape(-1)
+    degree = problem.graph.weighted_degree
     connected = degree > 0
     step = np.where(connected, 1.0 / (problem.lam * np.where(connected, degree, 1.0)), 1e12)
     mean_weight = 1.0 / np.where(connected, degree, 1.0)[:, None]

@@ -128,8 +128,7 @@ def solve_quadratic(problem: GTVProblem, tol: float = 1e-6, *, max_iter: int = 1
     graph = problem.graph
     caps = problem.capacities
     D = graph.incidence
-    weighted_degree = np.bincount(graph.edges.reshape(-1), np.repeat(caps, 2), minlength=problem.n)
-    blocks = H + weighted_degree[:, None, None] * Q[None]
+    blocks = H + (problem.lam * graph.weighted_degree)[:, None, None] * Q[None]  # deg_c(i) = lam sum_e A_e
     # pseudo-inverse blocks: a node without data and without edges has a zero block
     inverse = np.linalg.pinv(blocks, hermitian=True)
 
