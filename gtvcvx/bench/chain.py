@@ -164,6 +164,8 @@ def compile_c_peers(work: Path) -> tuple[str | None, str]:
 
 # ---------------------------------------------------------------------------------- run
 def run(args) -> int:
+    if args.repeats < 1:
+        raise SystemExit(f"--repeats must be at least 1, got {args.repeats}")
     sizes = QUICK_SIZES if args.quick else SIZES
     started = time.strftime("%Y-%m-%d %H:%M")
     with tempfile.TemporaryDirectory(prefix="gtvcvx-bench-chain-") as tmp:

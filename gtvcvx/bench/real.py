@@ -125,9 +125,15 @@ def call_cvxpy(problem: GTVProblem, solver: str) -> dict:
 
 # ---------------------------------------------------------------------------------- run
 def run(args) -> int:
+    if args.samples_per_node < 1:
+        raise SystemExit(f"--samples-per-node must be at least 1, got {args.samples_per_node}")
+    if not (args.lam >= 0 and args.tol > 0):
+        raise SystemExit(f"--lam must be >= 0 and --tol > 0, got {args.lam} and {args.tol}")
     graphs = GRAPHS[:2] if args.quick else GRAPHS
     datasets = DATASETS[:1] if args.quick else DATASETS
     penalties = ("norm2",) if args.quick else tuple(p.strip() for p in args.penalties.split(",") if p.strip())
+    if not penalties or any(p not in PENALTIES for p in penalties):  # the penalties without parameters
+        raise SystemExit(f"--penalties must name some of {', '.join(PENALTIES)}, got {args.penalties!r}")
     started = time.strftime("%Y-%m-%d %H:%M")
     instances = [(gr, ds, pen) for gr in graphs for ds in datasets for pen in penalties]
     plan = (("gtvcvx", call_gtvcvx, {"tol": args.tol}), ("lag", call_lag, {"tol": args.tol}),
