@@ -50,7 +50,8 @@ from .progress import substep
 from .solvers.certify import certify as certify_W
 from .solvers.quadratic import penalty_form
 
-__all__ = ["FLResult", "fedrelax", "fedrelax_nonparametric", "fedavg_gd", "fedavg_prox", "FLOAT_BYTES"]
+__all__ = ["FLResult", "fedrelax", "fedrelax_nonparametric", "fedavg_gd", "fedavg_prox", "consensus_problem",
+           "FLOAT_BYTES"]
 
 #: Bytes of one transmitted number (float64).
 FLOAT_BYTES = 8
@@ -309,8 +310,8 @@ def _node_smoothness(loss, iterations: int = 40, seed: int = 0) -> np.ndarray:
     return 1.05 * estimate
 
 
-def _consensus_target(problem: GTVProblem):
-    """A GTV problem whose minimizer is the consensus (pooled) model: ``lam`` above ``lam_max``.
+def consensus_problem(problem: GTVProblem) -> GTVProblem:
+    """``problem`` at a ``lam`` above ``lam_max``: its minimizer is the consensus (pooled) model.
 
     Any ``lam >= lam_max`` has the pooled model as its minimizer, so the cheap spanning-forest
     upper bound of :func:`~gtvcvx.clustering.lam_max` (``method="tree"``) suffices; the exact
@@ -383,7 +384,7 @@ def fedavg_gd(problem: GTVProblem, rounds: int = 1000, *, lr: float | None = Non
 
     theta, k, history = _run_rounds(update, np.zeros(problem.d), rounds, tol, "FedAvg round", objective)
     W = np.tile(theta, (problem.n, 1))
-    target = _consensus_target(problem) if (weighting == "nodes" and certify) else None
+    target = consensus_problem(problem) if (weighting == "nodes" and certify) else None
     per_round = FLOAT_BYTES * problem.d * 2 * problem.n
     name = "fedsgd" if local_steps == 1 and weighting == "samples" else "fedavg_gd"
     return _finish(name, W, k, per_round, history, target, certify, t0,
@@ -433,6 +434,6 @@ def fedavg_prox(problem: GTVProblem, rounds: int = 1000, *, lam: float = 1.0, to
     w_bar, k, history = _run_rounds(update, np.zeros(problem.d), rounds, tol, "FedAvg (prox) round", objective)
     W = np.tile(w_bar, (problem.n, 1))
     per_round = FLOAT_BYTES * problem.d * 2 * problem.n
-    return _finish("fedavg_prox", W, k, per_round, history, _consensus_target(problem) if certify else None, certify,
+    return _finish("fedavg_prox", W, k, per_round, history, consensus_problem(problem) if certify else None, certify,
                    t0, {"lam": lam})
 

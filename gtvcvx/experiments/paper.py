@@ -71,7 +71,7 @@ from ..data import linear_model, observed_nodes
 from ..graph import Graph
 from ..graphs import clustered_chain, knn, sbm, star
 from ..losses import Logistic, SquaredError
-from ..fl import FLOAT_BYTES, fedavg_gd, fedavg_prox, fedrelax
+from ..fl import FLOAT_BYTES, consensus_problem, fedavg_gd, fedavg_prox, fedrelax
 from ..metrics import adjusted_rand_index, mse
 from ..penalties import Norm1, Norm2, SquaredNorm2, get_penalty
 from ..problem import GTVProblem
@@ -1051,7 +1051,7 @@ def fl_algorithms(params: dict, out_dir: Path, *, scale: str = "default", studie
     # counted as message passing: 3 |E| d numbers per iteration
     substep("gtvcvx.solve")
     core_runs = (("GTV, squared penalty", squared, "auto"), ("GTV, squared penalty", squared, "halpern"),
-                 ("pooled (GTV above lam_max)", _consensus_problem(base), "auto"),
+                 ("pooled (GTV above lam_max)", consensus_problem(base), "auto"),
                  ("Table I: GTV nLasso (for reference)", base, "auto"))
     for target, problem, method in core_runs:
         res, secs = _solve(problem, float(p["core_tol"]), max_iter=int(p["core_max_iter"]),
@@ -1078,11 +1078,6 @@ def fl_algorithms(params: dict, out_dir: Path, *, scale: str = "default", studie
     facts = {"n": n, "d": d, "n_edges": n_edges, "table1_seed": t1["seed"], "table1_sizes": list(t1["sizes"])}
     return _finish("paper_fl_algorithms", "The lecture notes' FL algorithms on Table I", p,
                    {"fl_algorithms": table, "fl_privacy": private}, measured, figures, out_dir, studies, facts=facts)
-
-
-def _consensus_problem(problem):
-    """GTV at a lam above lam_max (spanning-forest bound): its minimizer is the pooled model."""
-    return problem.with_lam(1.01 * lam_max(problem, method="tree").upper)
 
 
 # =======================================================================================
