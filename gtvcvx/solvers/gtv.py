@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 import numbers
 import time
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -20,8 +19,12 @@ from .._validation import check_positive_int, check_positive_number, check_time_
 from ..problem import GTVProblem
 from ..results import GTVResult, Status
 from ._kernels import SparseTimesDense, axpy, scal
+from ._pdhg_common import CHECK_SPACING as _CHECK_SPACING
+from ._pdhg_common import IterationInfo, warm_start_parts
+from ._pdhg_common import step_norm_estimate as _step_norm_estimate
 from .certificate import Certificate, FlowProjector, certify_pair
 from .chain import chain_plan, solve_chain
+from .distributed import solve_distributed
 from .polish import fused_clusters, polish_applies, polish_clusters
 from .quadratic import quadratic_refusal, solve_quadratic
 
@@ -31,43 +34,9 @@ __all__ = ["solve", "IterationInfo", "METHODS"]
 METHODS = ("auto", "halpern", "pdhg", "chain", "quadratic")
 
 
-@dataclass
-class IterationInfo:
-    """What a callback sees at every certificate check-point."""
-
-    iteration: int
-    elapsed: float
-    W: np.ndarray
-    U: np.ndarray
-    certificate: Certificate
-    omega: float
-    restarts: int
-
-
-#: Certificate spacing ``max(minimum, iteration // fraction)`` (plus the residual trigger), for
-#: cheap certificates and for those that need the conservation projection (CG), which cost
-#: about ten iterations each. Measured: Table I (projection) 19 -> 11 certificates and
-#: 3.3 s -> 2.2 s with (20, 4); clustering (no projection) is fastest with (10, 8).
-_CHECK_SPACING = {"cheap": (10, 8), "projection": (20, 4)}
-
 #: Try the active-set polish (:mod:`gtvcvx.solvers.polish`) at check-points whose certified
 #: relative gap is below this (and above ``tol``).
 _POLISH_BELOW = 1e-2
-
-
-def warm_start_parts(problem: GTVProblem, warm_start):
-    """Validated copies ``(W, U)`` of a warm start (a GTVResult or a dict); missing parts are None."""
-    if warm_start is None:
-        return None, None
-    if isinstance(warm_start, GTVResult):
-        W, U = warm_start.W, warm_start.U
-    elif isinstance(warm_start, dict):
-        W, U = warm_start.get("W"), warm_start.get("U")
-    else:
-        raise TypeError("warm_start must be a GTVResult or a dict with keys 'W' and/or 'U'")
-    W = None if W is None else problem.check_W(W, "warm_start W").copy()
-    U = None if U is None else problem.check_U(U, "warm_start U").copy()
-    return W, U
 
 
 def _warm_start_arrays(problem: GTVProblem, warm_start):
@@ -98,7 +67,8 @@ def _is_real(x) -> bool:
 def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_limit: float | None = None,
           warm_start=None, callback=None, *, method: str = "auto", eta: float = 0.99,
           reflection: float = 1.0, primal_weight: float | None = None, adaptive_weight: bool = True,
-          check_every: int | None = None, restart_check: int = 4, blas_threads: int | None = 1) -> GTVResult:
+          check_every: int | None = None, restart_check: int = 4, blas_threads: int | None = 1,
+          backend: str = "local", client=None, n_parts: int | None = None, **dask_options) -> GTVResult:
     r"""Solve GTV minimization and its network-flow dual with a certified duality gap.
 
     Parameters
@@ -147,6 +117,18 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
     blas_threads : int or None
         Threads BLAS may use during the solve (default 1: the iteration's level-1 BLAS calls
         are too small to pay for thread synchronization); None keeps the process setting.
+    backend : {"local", "dask"}
+        ``"dask"``: the same iteration and certificate on a Dask cluster, the graph split into
+        METIS parts whose data stay on their workers
+        (:func:`gtvcvx.solvers.distributed.solve_distributed`; ``problem`` may then also be a
+        :class:`~gtvcvx.solvers.distributed.SiteProblem` whose parts read their own files).
+    client : dask.distributed.Client, optional
+        The cluster of ``backend="dask"`` (default: a LocalCluster for the call).
+    n_parts : int, optional
+        Number of parts of ``backend="dask"`` (default: one per worker).
+    **dask_options
+        Further options of ``backend="dask"``: ``partition``, ``checkpoint_dir``,
+        ``checkpoint_every``, ``verbose``, ``seed``.
 
     Returns
     -------
@@ -189,6 +171,19 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
     .. [4] H. Lu, Z. Peng, J. Yang, "cuPDLPx: A further enhanced GPU-based first-order solver
        for linear programming", 2025 (reflected restarted Halpern PDHG).
     """
+    if backend == "dask":
+        if method not in ("auto", "halpern", "pdhg"):
+            raise ValueError(f"backend='dask' runs method 'halpern' or 'pdhg' (or 'auto'), got {method!r}")
+        return solve_distributed(problem, tol, max_iter, time_limit, warm_start, callback, client=client,
+                                 n_parts=n_parts, method="halpern" if method == "auto" else method, eta=eta,
+                                 reflection=reflection, primal_weight=primal_weight, adaptive_weight=adaptive_weight,
+                                 check_every=check_every, restart_check=restart_check, blas_threads=blas_threads,
+                                 **dask_options)
+    if backend != "local":
+        raise ValueError(f"backend must be 'local' or 'dask', got {backend!r}")
+    if client is not None or n_parts is not None or dask_options:
+        named = sorted(dask_options) + [k for k, v in (("client", client), ("n_parts", n_parts)) if v is not None]
+        raise TypeError(f"{', '.join(named)} only apply with backend='dask'")
     if not isinstance(problem, GTVProblem):
         raise TypeError(f"problem must be a gtvcvx.GTVProblem, got {type(problem).__name__}")
     _check_options(tol, max_iter, time_limit, method, eta, reflection, check_every, restart_check)
@@ -435,37 +430,6 @@ def _report_once(result: GTVResult, callback) -> GTVResult:
         callback(IterationInfo(result.iterations, result.setup_time + result.solve_time, result.W, result.U, cert,
                                float("nan"), 0))
     return result
-
-
-def _step_norm_estimate(graph, iterations: int = 60, margin: float = 1.05) -> float:
-    """Estimate ``||Sigma_0^{1/2} D T_0^{1/2}||`` for the unit preconditioned steps.
-
-    With ``tau_i = 1/deg_i`` and ``sigma_e = 1/2`` the norm squared is half the largest
-    eigenvalue of the normalized Laplacian ``I - S A S``: at most 1 (bipartite graphs), often
-    about 0.6 - 0.7 on clustered graphs, where steps ``1/norm`` times longer stay convergent.
-    Power iteration gives a lower estimate; a 5 % margin is added, the result is capped at 1,
-    and the solver falls back to 1 if the PDHG metric turns indefinite along the iterates.
-    """
-    if graph.n_edges == 0:
-        return 1.0
-    deg = graph.degree.astype(float)
-    scale = np.divide(1.0, np.sqrt(deg), out=np.zeros_like(deg), where=deg > 0)
-    D = graph.incidence
-
-    def apply(x):  # (I - S A S) x = S L S x with L = D^T D
-        return scale * (D.T @ (D @ (scale * x)))
-
-    x = np.random.default_rng(0).standard_normal(graph.n) * (deg > 0)
-    theta = 0.0
-    for _ in range(iterations):
-        norm = np.linalg.norm(x)
-        if norm == 0:
-            return 1.0
-        x /= norm
-        y = apply(x)
-        theta = float(x @ y)
-        x = y
-    return float(min(1.0, math.sqrt(max(theta, 0.0) / 2.0) * margin))
 
 
 def _uniqueness_note(problem: GTVProblem) -> str:

@@ -26,7 +26,7 @@ from ..problem import GTVProblem
 from ..results import GTVResult, Status
 from ._cg import conjugate_gradient
 from .certificate import Certificate, FlowProjector, certify_pair
-from .gtv import warm_start_parts
+from ._pdhg_common import warm_start_parts
 
 #: Dual-ball geometries whose projection SSNAL differentiates (Norm2: Euclidean balls, Norm1: boxes).
 SSNAL_BALLS = ("l2", "linf")

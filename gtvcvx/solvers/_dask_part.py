@@ -1,0 +1,297 @@
+"""One part of a partitioned GTV solve, as it lives on a Dask worker (a Dask actor).
+
+The part keeps its nodes' local data, their models ``W`` and the flows ``U`` of its edges, and
+runs the per-node and per-edge work of the restarted Halpern PDHG solver
+(:mod:`gtvcvx.solvers.gtv`) with the same floating-point operations in the same order: local
+nodes are numbered in global order, local edges too, so the sparse products sum exactly as in
+the single-process solver. Between phases it sends the values its neighbours need (its
+boundary rows) and returns partial sums for the client's scalar decisions (restarts, primal
+weight, certificates).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._threads import blas_threads
+from ..losses import Loss, build_loss
+from ..losses._core import get_loss
+from ._kernels import SparseTimesDense, axpy, scal
+from ._partition import PartLayout
+
+__all__ = ["PartData", "Part"]
+
+
+@dataclass(frozen=True)
+class PartData:
+    """Where a part's local datasets live: a ``.npz`` file opened on the worker, never on the client.
+
+    Parameters
+    ----------
+    nodes : array of int
+        The global node ids whose data the file holds (they become one part).
+    path : str
+        An ``.npz`` file readable by the worker: labelled losses need ``X`` (m, d), ``y`` (m,)
+        and ``node`` (m,), the global node id of every sample (each in ``nodes``; nodes
+        without samples have no data); point losses (``squared_distance``) need ``points``
+        (len(nodes), d) in the order of ``nodes``. Loaded with ``allow_pickle=False``.
+    loss : str
+        Name of the loss (a key of :data:`gtvcvx.losses.LOSSES`).
+    params : dict
+        Its parameters (e.g. Huber's ``delta``).
+    """
+
+    nodes: np.ndarray
+    path: str
+    loss: str = "squared_error"
+    params: dict = field(default_factory=dict)
+
+    def load(self, own_nodes: np.ndarray) -> Loss:
+        """The loss of ``own_nodes`` (sorted) built from the file (runs on the worker)."""
+        cls = get_loss(self.loss)
+        try:
+            with np.load(self.path, allow_pickle=False) as archive:
+                arrays = {key: archive[key] for key in archive.files}
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"part data {self.path!r}: cannot be read as an .npz file ({exc})") from exc
+        if cls.data == "points":
+            if "points" not in arrays:
+                raise ValueError(f"part data {self.path!r}: loss {self.loss!r} needs an array 'points', "
+                                 f"the file has {sorted(arrays)}")
+            order = np.argsort(np.asarray(self.nodes))
+            return build_loss(self.loss, self.params, points=np.asarray(arrays["points"], dtype=float)[order])
+        missing = sorted({"X", "y", "node"} - set(arrays))
+        if missing:
+            raise ValueError(f"part data {self.path!r}: loss {self.loss!r} needs arrays 'X', 'y' and 'node', "
+                             f"missing {missing}")
+        node = np.asarray(arrays["node"])
+        if node.ndim != 1 or not np.issubdtype(node.dtype, np.integer):
+            raise ValueError(f"part data {self.path!r}: 'node' must be a 1-d integer array of global node ids")
+        local = np.searchsorted(own_nodes, node)
+        inside = (local < own_nodes.size) & (own_nodes[np.minimum(local, own_nodes.size - 1)] == node)
+        if not inside.all():
+            bad = int(node[~inside][0])
+            raise ValueError(f"part data {self.path!r}: sample of node {bad}, which is not among the part's nodes")
+        return build_loss(self.loss, self.params, stacked=(arrays["X"], arrays["y"], local, own_nodes.size))
+
+
+class Part:
+    """A part's state and its share of every phase of the distributed solver (a Dask actor).
+
+    Parameters
+    ----------
+    layout : PartLayout
+    data : Loss or PartData
+        The part's loss (already restricted to ``layout.own_nodes``), or where to load it from.
+    penalty : Penalty
+    lam : float
+    """
+
+    def __init__(self, layout: PartLayout, data, penalty, lam: float):
+        self.layout = layout
+        self.loss = data.load(layout.own_nodes) if isinstance(data, PartData) else data
+        if self.loss.n != layout.own_nodes.size:
+            raise ValueError(f"part {layout.index}: the loss covers {self.loss.n} nodes, the part has "
+                             f"{layout.own_nodes.size}")
+        self.penalty = penalty
+        self.lam = float(lam)
+        self.d = self.loss.d
+        self.caps = np.ascontiguousarray(self.lam * layout.weights)
+        m = layout.edge_ids.size
+        rows = np.repeat(np.arange(m), 2)
+        D = sp.csr_matrix((np.tile([1.0, -1.0], m), (rows, layout.edge_ends.reshape(-1))),
+                          shape=(m, layout.ext_nodes.size))
+        D.sort_indices()
+        self.D = D
+        self.D_into = SparseTimesDense(D)
+        self.Dt = D.T.tocsr()[layout.own_pos]  # divergence rows of the part's own nodes
+        self.counted = np.flatnonzero(layout.counted)
+        self.all_counted = self.counted.size == m
+        deg = np.maximum(layout.degree, 1).astype(float)
+        self.inv_deg = 1.0 / deg
+        self.decoupled = (layout.degree == 0) | (self.lam == 0)
+        self.ext = np.zeros((layout.ext_nodes.size, self.d))  # own rows and halo rows of an exchange
+        self.best = None
+
+    # ---------------------------------------------------------------- setup
+    def info(self) -> dict:
+        """Facts the client needs (none of them the data): sizes, process, rank deficiency."""
+        domain = self.loss.linear_domain()
+        constrained = 0 if domain is None else int((domain.rank < self.d).sum())
+        return {"pid": os.getpid(), "d": self.d, "n_own": int(self.layout.own_nodes.size),
+                "n_edges": int(self.layout.edge_ids.size), "constrained_nodes": constrained,
+                "max_terms": int(self.loss.max_terms), "has_data": self.loss.has_data,
+                "loss": type(self.loss).__name__}
+
+    def start(self, W, U, omega: float, knorm: float, eta: float) -> None:
+        """Initial point: ``W`` (n_own, d) and ``U`` (n_edges_local, d), flows clipped into capacities."""
+        self.W = np.ascontiguousarray(W, dtype=float)
+        U = np.ascontiguousarray(U, dtype=float)
+        self.U = self.penalty.project_conjugate_domain(U, self.caps) if U.shape[0] else U
+        self.DtU = self.Dt @ self.U
+        self.W0, self.U0, self.DtU0 = self.W.copy(), self.U.copy(), self.DtU.copy()
+        self.Up = np.empty_like(self.U)
+        self.scratch = np.empty_like(self.U)
+        self.Wp = self.W
+        self.DtUp = self.DtU
+        self.eta = float(eta)
+        self.set_steps(omega, knorm)
+
+    def set_steps(self, omega: float, knorm: float) -> None:
+        """``tau_i = eta / (omega knorm deg_i)`` (long steps at decoupled nodes), ``sigma = eta omega / (2 knorm)``."""
+        self.omega, self.knorm = float(omega), float(knorm)
+        self.tau = np.where(self.decoupled, 1e8, (self.eta / (omega * knorm)) * self.inv_deg)
+        self.tau_col = self.tau[:, None]
+        self.sigma = self.eta * omega / (2.0 * knorm)
+
+    # ---------------------------------------------------------------- one iteration
+    def primal_step(self, move, omega: float, knorm: float, threads: int | None = 1) -> dict:
+        """Move to the next point (``move``), then ``W+ = prox(W - tau D^T U)``; send ``sigma (2 W+ - W)``.
+
+        ``move`` is ``None`` (first iteration), ``("restart",)``, ``("halpern", k, rho)`` or
+        ``("pdhg",)``, exactly as the single-process loop's last block.
+        """
+        with blas_threads(threads):
+            if move is not None:
+                self._move(move)
+            if (omega, knorm) != (self.omega, self.knorm):
+                self.set_steps(omega, knorm)
+            self.Wp = self.loss.prox_warm(self.W - self.tau_col * self.DtU, self.tau, self.Wp)
+            self.X = self.sigma * (2.0 * self.Wp - self.W)
+            return {q: self.X[pos] for q, pos in self.layout.send.items()}
+
+    def dual_step(self, halos: dict, residual: bool, finite: bool, threads: int | None = 1) -> dict:
+        """``U+ = prox_{sigma G*}(U + sigma D X)`` on every local edge, ``D^T U+`` at the own nodes,
+        and (if asked) the partial sums of the fixed-point residual and a finiteness check."""
+        with blas_threads(threads):
+            self._fill(self.X, halos)
+            np.copyto(self.Up, self.U)
+            self.D_into(self.ext, self.Up, accumulate=True)
+            self.penalty._prox_conjugate(self.Up, self.sigma, self.caps)
+            self.DtUp = self.Dt @ self.Up
+            out = {}
+            if residual:
+                dW = self.W - self.Wp
+                np.subtract(self.U, self.Up, out=self.scratch)
+                counted = self.scratch if self.all_counted else self.scratch[self.counted]
+                out["node_diag"] = float(np.einsum("nd,nd->n", dW, dW) @ (1.0 / self.tau))
+                out["edge_diag"] = float(np.vdot(counted, counted))
+                out["cross"] = float(np.vdot(dW, self.DtU - self.DtUp))
+            if finite:
+                out["finite"] = bool(np.isfinite(self.DtUp).all())
+            return out
+
+    def restart_moves(self) -> tuple[float, float]:
+        """Squared distances moved in the epoch: ``sum deg_i ||w+_i - w0_i||^2`` and ``sum_e ||u+_e - u0_e||^2``."""
+        dW = self.Wp - self.W0
+        dU = self.Up - self.U0
+        dU = dU if self.all_counted else dU[self.counted]
+        return float(np.einsum("nd,nd->n", dW, dW) @ (1.0 / self.inv_deg)), float(np.einsum("ed,ed->", dU, dU))
+
+    def _move(self, move) -> None:
+        kind = move[0]
+        if kind == "restart":
+            self.W, self.DtU = self.Wp, self.DtUp
+            self.U[...] = self.Up
+            self.W0, self.DtU0 = self.W.copy(), self.DtU.copy()
+            self.U0[...] = self.Up
+        elif kind == "halpern":
+            k_in_epoch, rho = move[1], move[2]
+            a = k_in_epoch / (k_in_epoch + 1.0)
+            b = 1.0 - a
+            self.W = a * ((1.0 + rho) * self.Wp - rho * self.W) + b * self.W0
+            self.DtU = a * ((1.0 + rho) * self.DtUp - rho * self.DtU) + b * self.DtU0
+            scal(-a * rho, self.U)
+            axpy(self.Up, self.U, a * (1.0 + rho))
+            axpy(self.U0, self.U, b)
+        else:  # plain PDHG
+            self.W, self.DtU = self.Wp, self.DtUp
+            self.U, self.Up = self.Up, self.U
+
+    def _fill(self, X_own, halos: dict) -> None:
+        self.ext[self.layout.own_pos] = X_own
+        for q, rows in halos.items():
+            self.ext[self.layout.receive[q]] = rows
+
+    # ---------------------------------------------------------------- certificates
+    def boundary_W(self) -> dict:
+        """The rows of ``W+`` the neighbours need for the edge differences ``D W+``."""
+        return {q: self.Wp[pos] for q, pos in self.layout.send.items()}
+
+    def certify(self, halos: dict, zero_flow: bool, threads: int | None = 1) -> dict:
+        """This part's share of :func:`gtvcvx.solvers.certificate.certify_pair` at ``(W+, U+)``.
+
+        The flow is clipped into the capacities edge by edge (no node here has linear conjugate
+        constraints, so no projection couples edges); node terms at the own nodes, edge terms
+        and values at the counted edges. Returns their sums, ``sum_i <w_i, e_i>`` of the
+        node residuals and whether any residual is nonzero.
+        """
+        with blas_threads(threads):
+            self._fill(self.Wp, halos)
+            penalty, caps = self.penalty, self.caps
+            Uf = np.zeros_like(self.Up) if zero_flow else penalty.project_conjugate_domain(self.Up, caps)
+            if penalty.is_norm and Uf.shape[0]:
+                over = penalty._dual_norms(Uf) > caps
+                if over.any():
+                    Uf[over] = penalty._prox_conjugate(Uf[over], 1.0, caps[over])
+            V = -(self.Dt @ Uf)
+            Z = self.D @ self.ext
+            counted = slice(None) if self.all_counted else self.counted
+            node_gaps, node_residual = self.loss.certify_nodes(self.Wp, V)
+            edge_gaps = penalty._edge_fenchel_young(Z[counted], Uf[counted], caps[counted])
+            self._cert = (self.Wp.copy(), Uf, node_gaps, edge_gaps, V)
+            return {"node_values": float(self.loss.node_values(self.Wp).sum()),
+                    "edge_values": float(penalty._edge_values(Z[counted], caps[counted]).sum()),
+                    "node_gaps": float(node_gaps.sum()), "edge_gaps": float(edge_gaps.sum()),
+                    "cross": float(np.einsum("nd,nd->", self.Wp, node_residual)),
+                    "residual": bool(node_residual.any())}
+
+    def keep_best(self) -> None:
+        """Remember the latest certificate as the best so far (the client compared the gaps)."""
+        self.best = self._cert
+
+    def result(self) -> dict:
+        """The best certificate's pieces: ``W`` of the own nodes, the counted edges' flows and gaps,
+        and the partial sums of the stationarity residual."""
+        W, Uf, node_gaps, edge_gaps, V = self.best
+        counted = slice(None) if self.all_counted else self.counted
+        res = self.loss.node_stationarity(W, V)
+        return {"W": W, "U": Uf[counted], "edge_ids": self.layout.edge_ids[counted], "node_gaps": node_gaps,
+                "edge_gaps": edge_gaps, "stationarity_sq": float(np.sum(res * res)),
+                "divergence_sq": float(np.einsum("nd,nd->", V, V))}
+
+    # ---------------------------------------------------------------- checkpoints
+    _STATE = ("W", "U", "DtU", "W0", "U0", "DtU0", "Wp")
+
+    def checkpoint(self, path: str, move) -> str:
+        """Apply the pending ``move`` (see :meth:`primal_step`), then write the iteration state and
+        the best certificate to ``path`` (an .npz), atomically."""
+        if move is not None:
+            self._move(move)
+        arrays = {name: getattr(self, name) for name in self._STATE}
+        if self.best is not None:
+            arrays.update(zip(("best_W", "best_U", "best_node_gaps", "best_edge_gaps", "best_V"), self.best))
+        tmp = f"{path}.tmp-{os.getpid()}.npz"
+        np.savez(tmp, **arrays)
+        os.replace(tmp, path)
+        os.chmod(path, 0o644)
+        return path
+
+    def restore(self, path: str, omega: float, knorm: float, eta: float) -> None:
+        """Continue from a checkpoint written by :meth:`checkpoint` (on this or another worker)."""
+        with np.load(path, allow_pickle=False) as archive:
+            state = {key: archive[key] for key in archive.files}
+        self.eta = float(eta)
+        for name in self._STATE:
+            setattr(self, name, np.ascontiguousarray(state[name]))
+        self.Up = np.empty_like(self.U)
+        self.scratch = np.empty_like(self.U)
+        self.DtUp = self.DtU
+        names = ("best_W", "best_U", "best_node_gaps", "best_edge_gaps", "best_V")
+        self.best = tuple(state[k] for k in names) if names[0] in state else None
+        self.omega = None
+        self.set_steps(omega, knorm)

@@ -1,0 +1,186 @@
+"""The Dask backend: same iterates and certificate as the single-process solver, data that stays on
+its worker, a worker killed mid-solve, METIS layouts and clear refusals."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import numpy as np
+import pytest
+
+import gtvcvx
+from gtvcvx.solvers._partition import part_layouts, partition_graph
+from gtvcvx.solvers.distributed import PartData, SiteProblem
+
+distributed = pytest.importorskip("dask.distributed")
+
+
+def _regression(n_blocks=3, size=30, d=3, m=6, lam=0.05, seed=0, penalty=None):
+    graph = gtvcvx.graphs.sbm([size] * n_blocks, 0.3, 0.02, seed=seed).graph
+    rng = np.random.default_rng(seed)
+    truth = np.repeat(rng.standard_normal((n_blocks, d)), size, axis=0)
+    X = [rng.standard_normal((m, d)) for _ in range(graph.n)]
+    y = [x @ w + 0.1 * rng.standard_normal(m) for x, w in zip(X, truth)]
+    return gtvcvx.GTVProblem(graph, gtvcvx.SquaredError(X, y), penalty or gtvcvx.Norm2(), lam)
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0")
+    with distributed.Client(cluster) as c:
+        yield c
+    cluster.close()
+
+
+def _polish_off(monkeypatch):
+    # the single-process solver's active-set polish is a global solve the dask backend does not run
+    monkeypatch.setattr(gtvcvx.solvers.gtv, "polish_applies", lambda problem: False)
+
+
+@pytest.mark.parametrize("penalty", [gtvcvx.Norm2(), gtvcvx.Norm1(), gtvcvx.SquaredNorm2()])
+def test_follows_the_single_process_iterates(client, monkeypatch, penalty):
+    _polish_off(monkeypatch)
+    problem = _regression(penalty=penalty, lam=0.05 if penalty.is_norm else 0.5)
+    local = gtvcvx.solve(problem, tol=1e-8, method="halpern")
+    dist = gtvcvx.solve(problem, tol=1e-8, backend="dask", client=client, n_parts=2)
+    assert local.status == dist.status == "optimal"
+    assert dist.iterations == local.iterations
+    assert dist.info["restarts"] == local.info["restarts"]
+    np.testing.assert_allclose(dist.W, local.W, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(dist.U, local.U, rtol=0, atol=1e-10)
+    assert abs(dist.gap - local.gap) <= 1e-10 * (1 + abs(local.primal))
+    assert abs(dist.primal - local.primal) <= 1e-12 * (1 + abs(local.primal))
+    # the certificate is an honest bound: the reference optimum lies within it
+    assert dist.primal - problem.objective(local.W) <= 1e-12 * (1 + abs(local.primal))
+    assert dist.info["cut_edges"] > 0 and dist.info["n_parts"] == 2 and dist.info["partition"] == "metis"
+    assert dist.info["bytes_per_iteration"] > 0
+    np.testing.assert_allclose(dist.info["node_gaps"].sum() + dist.info["edge_gaps"].sum(), dist.gap, rtol=1e-6)
+
+
+def test_three_parts_and_plain_pdhg(client, monkeypatch):
+    _polish_off(monkeypatch)
+    problem = _regression(lam=0.2)
+    local = gtvcvx.solve(problem, tol=1e-6, method="pdhg", max_iter=4000)
+    dist = gtvcvx.solve(problem, tol=1e-6, method="pdhg", max_iter=4000, backend="dask", client=client, n_parts=3)
+    assert dist.iterations == local.iterations and dist.status == local.status
+    np.testing.assert_allclose(dist.W, local.W, rtol=0, atol=1e-10)
+    assert dist.info["n_parts"] == 3
+
+
+def test_site_data_never_reaches_the_client(client, tmp_path, monkeypatch):
+    _polish_off(monkeypatch)
+    problem = _regression()
+    labels, _ = partition_graph(problem.graph, 2)
+    parts = []
+    for p in range(2):
+        nodes = np.flatnonzero(labels == p)
+        loss = problem.loss.subset(nodes)
+        node = np.repeat(nodes, loss.counts)
+        path = tmp_path / f"site{p}.npz"
+        np.savez(path, X=loss.X_all, y=loss.y_all, node=node)
+        parts.append(PartData(nodes=nodes, path=str(path), loss="squared_error"))
+    sites = SiteProblem(problem.graph, problem.penalty, problem.lam, parts)
+    opened = []
+    real_load = np.load
+
+    def spy(path, *args, **kwargs):  # the client process must not open a site's file
+        opened.append(str(path))
+        return real_load(path, *args, **kwargs)
+
+    monkeypatch.setattr(np, "load", spy)
+    dist = gtvcvx.solve(sites, tol=1e-8, backend="dask", client=client)
+    assert not any("site" in path for path in opened)
+    local = gtvcvx.solve(problem, tol=1e-8, method="halpern")
+    assert dist.status == "optimal" and dist.info["partition"] == "sites"
+    np.testing.assert_allclose(dist.W, local.W, rtol=0, atol=1e-10)
+    # the parts ran in the workers' processes
+    pids = set(client.run(os.getpid).values())
+    assert os.getpid() not in pids
+
+
+def test_a_killed_worker_does_not_lose_the_solve(tmp_path, monkeypatch):
+    _polish_off(monkeypatch)
+    problem = _regression(lam=0.1, m=4)
+    reference = gtvcvx.solve(problem, tol=1e-9, method="halpern")
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0")
+    killed = []
+    with distributed.Client(cluster) as c:
+        def kill_once(info):
+            if not killed and info.iteration >= 40:
+                pid = sorted(c.run(os.getpid).values())[0]
+                os.kill(pid, signal.SIGKILL)
+                killed.append((info.iteration, pid))
+            return False
+
+        result = gtvcvx.solve(problem, tol=1e-9, backend="dask", client=c, n_parts=2, checkpoint_dir=tmp_path,
+                              checkpoint_every=15, callback=kill_once)
+    cluster.close()
+    assert killed, "the callback never ran"
+    assert result.status == "optimal" and result.rel_gap <= 1e-9
+    faults = result.info["faults"]
+    assert len(faults) == 1 and faults[0]["resumed_from"] <= killed[0][0]
+    assert "resumed" in set(result.history.get("event", []))
+    # resumed from a checkpoint, the run repeats the same iterates: the same answer
+    assert result.iterations == reference.iterations
+    np.testing.assert_allclose(result.W, reference.W, rtol=0, atol=1e-10)
+    assert oct(os.stat(tmp_path / "part-0.npz").st_mode & 0o777) == "0o644"
+
+
+def test_layouts_cover_every_edge_once():
+    graph = gtvcvx.graphs.sbm([25, 25, 25, 25], 0.3, 0.05, seed=1).graph
+    labels, method = partition_graph(graph, 4)
+    assert method == "metis" and np.bincount(labels).min() > 0
+    layouts = part_layouts(graph, labels)
+    counted = np.concatenate([lay.edge_ids[lay.counted] for lay in layouts])
+    assert np.array_equal(np.sort(counted), np.arange(graph.n_edges))
+    for lay in layouts:  # every edge at an own node is kept, with both ends known locally
+        touching = np.flatnonzero(np.isin(graph.edges, lay.own_nodes).any(axis=1))
+        assert np.array_equal(lay.edge_ids, touching)
+        assert np.array_equal(lay.ext_nodes[lay.edge_ends], graph.edges[lay.edge_ids])
+        for q, positions in lay.send.items():  # what p sends q is what q expects from p, in order
+            assert np.array_equal(lay.own_nodes[positions], layouts[q].ext_nodes[layouts[q].receive[lay.index]])
+
+
+def test_without_pymetis_the_fallback_says_so(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_pymetis(name, *args, **kwargs):
+        if name == "pymetis":
+            raise ImportError("no pymetis")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_pymetis)
+    graph = gtvcvx.graphs.sbm([20, 20], 0.3, 0.05, seed=0).graph
+    with pytest.warns(RuntimeWarning, match="pymetis is not installed"):
+        labels, method = partition_graph(graph, 3)
+    assert method == "rcm-blocks" and sorted(np.unique(labels)) == [0, 1, 2]
+
+
+def test_refusals_are_clear(client):
+    problem = _regression()
+    with pytest.raises(ValueError, match="backend must be 'local' or 'dask'"):
+        gtvcvx.solve(problem, backend="spark")
+    with pytest.raises(TypeError, match="only apply with backend='dask'"):
+        gtvcvx.solve(problem, n_parts=2)
+    with pytest.raises(ValueError, match="method 'halpern' or 'pdhg'"):
+        gtvcvx.solve(problem, backend="dask", client=client, method="quadratic")
+    with pytest.raises(TypeError, match="dask.distributed.Client"):
+        gtvcvx.solve(problem, backend="dask", client="tcp://nowhere:1")
+    few = _regression(m=2)  # m_i = 2 < d = 3: the certificate needs the global projection
+    with pytest.raises(ValueError, match="fewer linearly independent samples than features"):
+        gtvcvx.solve(few, backend="dask", client=client, n_parts=2)
+    with pytest.raises(ValueError, match="belongs to no part"):
+        SiteProblem(problem.graph, problem.penalty, 0.1, [PartData(nodes=np.arange(5), path="x.npz")])
+
+
+def test_site_file_errors_name_the_file(client, tmp_path):
+    problem = _regression()
+    path = tmp_path / "bad.npz"
+    np.savez(path, X=np.zeros((3, 3)))
+    sites = SiteProblem(problem.graph, problem.penalty, 0.1,
+                        [PartData(nodes=np.arange(problem.n), path=str(path))])
+    with pytest.raises(ValueError, match=r"bad\.npz.*missing \['node', 'y'\]"):
+        gtvcvx.solve(sites, backend="dask", client=client)
