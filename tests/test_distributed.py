@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -184,3 +185,20 @@ def test_site_file_errors_name_the_file(client, tmp_path):
                         [PartData(nodes=np.arange(problem.n), path=str(path))])
     with pytest.raises(ValueError, match=r"bad\.npz.*missing \['node', 'y'\]"):
         gtvcvx.solve(sites, backend="dask", client=client)
+
+
+def test_cli_solves_a_spec_on_dask(capsys):
+    from gtvcvx.cli import main
+
+    spec = str(Path(__file__).resolve().parents[1] / "problems/quick/blobs_knn.toml")
+    assert main(["solve", spec, "--backend", "dask", "--parts", "2", "--json"]) == 0
+    import json
+
+    out = json.loads(capsys.readouterr().out)
+    assert out["status"] == "optimal" and out["rel_gap"] <= 1e-6
+    assert main(["solve", spec, "--parts", "2"]) == 2
+    assert "--parts only apply with --backend dask" in capsys.readouterr().err
+    assert main(["solve", spec, "--backend", "dask", "--solver", "clarabel"]) == 2
+    assert "fast solver" in capsys.readouterr().err
+    assert main(["solve", spec, "--backend", "dask", "--scheduler", "tcp://127.0.0.1:9"]) == 2
+    assert "cannot connect" in capsys.readouterr().err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 
@@ -21,6 +22,15 @@ def add_arguments(parser) -> None:
     parser.add_argument("--time-limit", type=float, default=None, help="time limit in seconds")
     parser.add_argument("--save", metavar="FILE.npz", default=None, help="save W, U and the certificate")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    parser.add_argument("--backend", choices=("local", "dask"), default="local",
+                        help="'dask': partition the graph (METIS) and solve on a Dask cluster (fast solver, GTV specs)")
+    parser.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                        help="with --backend dask: the address of a running Dask scheduler (default: a LocalCluster "
+                             "on this machine, one worker per core)")
+    parser.add_argument("--parts", type=int, default=None,
+                        help="with --backend dask: number of graph parts (default: one per worker)")
+    parser.add_argument("--checkpoint-dir", default=None,
+                        help="with --backend dask: where parts checkpoint their state (every worker must reach it)")
 
 
 def summarize(spec, result) -> dict:
@@ -68,7 +78,8 @@ def _run(args) -> int:
                  if getattr(args, key) is not None}
     if args.save and not hasattr(spec, "problem") or (args.save and task.kind != "gtv"):
         raise ValueError(f"--save writes GTV results; it is not available for {task.kind} specs")
-    result = solve_spec(spec, solver, **overrides)
+    with _backend_options(args, task, solver) as backend:
+        result = solve_spec(spec, solver, **overrides, **backend)
     summary = summarize(spec, result)
     if args.save:
         from ..io import save_result
@@ -94,6 +105,43 @@ def _run(args) -> int:
         for key, value in lines:
             print(f"{key:<{width}}  {value}")
     return 0 if result.status == Status.OPTIMAL else 1
+
+
+@contextlib.contextmanager
+def _backend_options(args, task, solver: str):
+    """The solve options of ``--backend`` (a Dask client for ``--scheduler``, closed afterwards)."""
+    backend = getattr(args, "backend", "local")
+    dask_flags = [flag for flag, value in (("--scheduler", getattr(args, "scheduler", None)),
+                                           ("--parts", getattr(args, "parts", None)),
+                                           ("--checkpoint-dir", getattr(args, "checkpoint_dir", None)))
+                  if value is not None]
+    if backend == "local":
+        if dask_flags:
+            raise ValueError(f"{', '.join(dask_flags)} only apply with --backend dask")
+        yield {}
+        return
+    if task.kind != "gtv" or solver.lower() != "fast":
+        raise ValueError(f"--backend dask solves GTV specs with the fast solver, not a {task.kind} spec "
+                         f"with solver {solver!r}")
+    if args.parts is not None and args.parts < 1:
+        raise ValueError(f"--parts must be >= 1, got {args.parts}")
+    options = {"backend": "dask", "n_parts": args.parts, "checkpoint_dir": args.checkpoint_dir,
+               "verbose": not args.json}
+    if args.scheduler is None:
+        yield options
+        return
+    try:
+        from dask.distributed import Client
+    except ImportError as exc:
+        raise ValueError("--backend dask needs Dask distributed: pip install 'gtvcvx[distributed]'") from exc
+    try:
+        client = Client(args.scheduler, timeout=30)
+    except (OSError, TimeoutError) as exc:
+        raise ValueError(f"--scheduler {args.scheduler!r}: cannot connect ({exc})") from exc
+    try:
+        yield {**options, "client": client}
+    finally:
+        client.close()
 
 
 def check_solver_name(solver: str) -> None:
