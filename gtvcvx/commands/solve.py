@@ -135,7 +135,7 @@ def _backend_options(args, task, solver: str):
     except ImportError as exc:
         raise ValueError("--backend dask needs Dask distributed: pip install 'gtvcvx[distributed]'") from exc
     try:
-        client = Client(args.scheduler, timeout=30)
+        client = Client(args.scheduler, timeout=10)
     except (OSError, TimeoutError) as exc:
         raise ValueError(f"--scheduler {args.scheduler!r}: cannot connect ({exc})") from exc
     try:

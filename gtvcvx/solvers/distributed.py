@@ -282,10 +282,11 @@ def solve_distributed(problem, tol: float = 1e-6, max_iter: int = 100_000, time_
     elif not isinstance(client, Client):
         raise TypeError(f"client must be a dask.distributed.Client, got {type(client).__name__}")
     try:
-        return _solve(problem, graph, client, tol, int(max_iter), time_limit, warm_start, callback, n_parts,
-                      partition, checkpoint_dir, int(checkpoint_every), method, float(eta), float(reflection),
-                      primal_weight, adaptive_weight, check_every, int(restart_check), blas_threads, verbose, seed,
-                      t_start)
+        with client.as_current():  # actor handles talk through this client, even if another one is the default
+            return _solve(problem, graph, client, tol, int(max_iter), time_limit, warm_start, callback, n_parts,
+                          partition, checkpoint_dir, int(checkpoint_every), method, float(eta), float(reflection),
+                          primal_weight, adaptive_weight, check_every, int(restart_check), blas_threads, verbose,
+                          seed, t_start)
     finally:
         if owned_cluster is not None:
             client.close()
