@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import math
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..losses import DOMAIN_RTOL
 from ..problem import GTVProblem
@@ -212,26 +213,24 @@ class ResidualAllowance:
     def _eig(self, comps: np.ndarray):
         """Eigenvalues (k, d), eigenvectors (k, d, d) of ``G_C = sum_{i in C} B_i B_i^T`` and the
         component sizes (k,), for the components ``comps`` (computed once per component)."""
+        return self.eigen(comps, lambda todo: component_grams(self.problem.loss, self.component, todo))
+
+    def eigen(self, comps: np.ndarray, grams):
+        """:meth:`_eig` with the Gram matrices of the components not seen yet from ``grams(todo)``
+        ((k, d, d), e.g. summed over the parts of a distributed problem)."""
         todo = np.setdiff1d(comps, np.fromiter(self._eigen, dtype=np.int64, count=len(self._eigen)))
         if todo.size:
-            d = self.problem.d
-            domain = self.problem.loss.linear_domain()
-            nodes = np.flatnonzero(np.isin(self.component, todo))
-            local = np.searchsorted(todo, self.component[nodes])
-            gram = np.zeros((todo.size, d, d))
-            if domain is None:
-                np.add.at(gram, local, np.eye(d))
-            else:
-                chunk = max(1, int(2 ** 25 // max(d * d, 1)))
-                for start in range(0, nodes.size, chunk):  # bounded memory, not a per-node loop
-                    B = domain.basis[nodes[start:start + chunk]]
-                    np.add.at(gram, local[start:start + chunk], np.matmul(B, np.swapaxes(B, 1, 2)))
-            vals, vecs = np.linalg.eigh(gram)
-            counts = np.bincount(local, minlength=todo.size)
+            vals, vecs = np.linalg.eigh(grams(todo))
+            counts = self.sizes[todo]
             self._eigen.update({int(c): (vals[k], vecs[k], int(counts[k])) for k, c in enumerate(todo)})
         parts = [self._eigen[int(c)] for c in comps]
         return (np.stack([p[0] for p in parts]), np.stack([p[1] for p in parts]),
                 np.array([p[2] for p in parts]))
+
+    @property
+    def sizes(self) -> np.ndarray:
+        """Number of nodes of every component."""
+        return np.bincount(self.component, minlength=self.n_components)
 
     def __call__(self, W: np.ndarray, V: np.ndarray, residual: np.ndarray, primal: float,
                  node_scale: np.ndarray) -> float:
@@ -240,31 +239,33 @@ class ResidualAllowance:
         ``node_scale`` (n,) is the problem's flow scale at each node; where the loss bounds no
         optimum, residuals above ``UNBOUNDED_RTOL * node_scale`` give ``inf``.
         """
+        partial = allowance_partials(self.problem.loss, W, V, residual, primal, node_scale, self.component,
+                                     self.n_components, self.dist_unit, self.power)
+        return self.combine(partial, primal)
+
+    def combine(self, partial: dict, primal: float, grams=None) -> float:
+        """The allowance from :func:`allowance_partials` (of all nodes, or summed over parts;
+        ``grams`` as in :meth:`eigen`, default from this problem's loss)."""
         self.last_exact = True
-        enorm = np.sqrt(np.einsum("nd,nd->n", residual, residual))
-        if not enorm.any():
+        if not partial["any"]:
             return 0.0
         if not np.isfinite(primal):
             return np.inf
-        delta = max(primal, 0.0) ** self.power * self.dist_unit
-        within = float(np.dot(enorm[enorm > 0], delta[enorm > 0]))
-        sums = self.segment @ residual
+        d = self.problem.d
+        within = partial["within"]
+        sums = partial["sums"]
         sum_norm = np.sqrt(np.einsum("cd,cd->c", sums, sums))
         comps = np.flatnonzero(sum_norm > 0)
         if comps.size == 0:
             return within
-        beta = self.problem.loss.range_bound(primal)
-        domain = self.problem.loss.linear_domain()
-        has_range = np.ones(self.problem.n, dtype=bool) if domain is None else domain.rank > 0
-        reach = np.where(has_range, beta + delta, 0.0)
-        with np.errstate(invalid="ignore"):
-            reach_sq = np.asarray(self.segment @ (reach * reach)).ravel()
         # rounding level of sum_C e: the sizes of the two divergences that define it
-        vnorm = np.sqrt(np.einsum("nd,nd->n", V, V)) + enorm
-        level = 64.0 * self.problem.d * np.finfo(float).eps * np.asarray(self.segment @ vnorm).ravel()
-        vals, vecs, sizes = self._eig(comps)
+        level = 64.0 * d * np.finfo(float).eps * partial["vsum"]
+        if grams is None:
+            vals, vecs, sizes = self._eig(comps)
+        else:
+            vals, vecs, sizes = self.eigen(comps, grams)
         coef = np.einsum("kdj,kd->kj", vecs, sums[comps])  # sum_C e in the eigenbasis of G_C
-        cut = 64.0 * self.problem.d * np.finfo(float).eps * np.maximum(sizes, 1) * np.maximum(vals[:, -1], 1.0)
+        cut = 64.0 * d * np.finfo(float).eps * np.maximum(sizes, 1) * np.maximum(vals[:, -1], 1.0)
         null = vals <= cut[:, None]
         # sum_C e lies in range(G_C) exactly; along numerically null directions only rounding
         if (np.abs(np.where(null, coef, 0.0)) > level[comps][:, None]).any():
@@ -272,24 +273,76 @@ class ResidualAllowance:
         # |<w*_a, sum e>| <= sqrt(w^T G w) sqrt(coef^T G^+ coef) (Cauchy-Schwarz in G's metric)
         quad = np.where(null, 0.0, coef ** 2 / np.where(null, 1.0, vals)).sum(axis=1)
         with np.errstate(invalid="ignore"):
-            radius = np.where(quad > 0, np.sqrt(reach_sq[comps] * quad), 0.0) / sum_norm[comps]
+            radius = np.where(quad > 0, np.sqrt(partial["reach_sq"][comps] * quad), 0.0) / sum_norm[comps]
         if not np.isfinite(radius).all():
             # the loss bounds no optimum (logistic): accept only a residual at the level float64
             # leaves, relative to the problem's flow scale, and use twice the candidate's scale
-            unbounded = np.zeros(self.n_components, dtype=bool)
-            unbounded[comps[~np.isfinite(radius)]] = True
-            nodes = unbounded[self.component]
-            if (enorm[nodes] > UNBOUNDED_RTOL * node_scale[nodes]).any():
+            unbounded = comps[~np.isfinite(radius)]
+            if partial["over"][unbounded].any():
                 return np.inf
             self.last_exact = False
-            wnorm = np.sqrt(np.einsum("nd,nd->n", W, W))
-            proxy = np.zeros(self.n_components)
-            dmax = np.zeros(self.n_components)
-            np.maximum.at(proxy, self.component, wnorm)
-            np.maximum.at(dmax, self.component, delta)
-            radius = np.where(np.isfinite(radius), radius, 2.0 * (proxy[comps] + dmax[comps]))
+            radius = np.where(np.isfinite(radius), radius, 2.0 * (partial["wmax"][comps] + partial["dmax"][comps]))
         # lam = 0: no node of the component has data, and sum_C e = 0 exactly (a divergence)
         return within + float(np.dot(radius, sum_norm[comps]))
+
+
+def allowance_partials(loss, W, V, residual, primal: float, node_scale, component, n_components: int,
+                       dist_unit, power: float) -> dict:
+    """The per-component sums and maxima :meth:`ResidualAllowance.combine` needs, over the nodes of
+    ``loss`` (all nodes, or one part's: sums and maxima over parts combine them).
+
+    ``component`` and ``dist_unit`` are those nodes' component numbers and unit distances
+    from their component's root (:class:`ResidualAllowance`).
+    """
+    enorm = np.sqrt(np.einsum("nd,nd->n", residual, residual))
+    delta = max(primal, 0.0) ** power * dist_unit if np.isfinite(primal) else np.full(enorm.size, np.inf)
+    n = enorm.size
+    segment = sp.csr_matrix((np.ones(n), (component, np.arange(n))), shape=(n_components, n))
+    beta = loss.range_bound(primal) if np.isfinite(primal) else np.full(n, np.inf)
+    domain = loss.linear_domain()
+    has_range = np.ones(n, dtype=bool) if domain is None else domain.rank > 0
+    reach = np.where(has_range, beta + delta, 0.0)
+    with np.errstate(invalid="ignore"):
+        reach_sq = np.asarray(segment @ (reach * reach)).ravel()
+    over = np.zeros(n_components, dtype=bool)
+    over[component[enorm > UNBOUNDED_RTOL * node_scale]] = True
+    wmax = np.zeros(n_components)
+    dmax = np.zeros(n_components)
+    np.maximum.at(wmax, component, np.sqrt(np.einsum("nd,nd->n", W, W)))
+    np.maximum.at(dmax, component, delta)
+    positive = enorm > 0
+    return {"any": bool(positive.any()), "within": float(np.dot(enorm[positive], delta[positive])),
+            "sums": segment @ residual, "reach_sq": reach_sq,
+            "vsum": np.asarray(segment @ (np.sqrt(np.einsum("nd,nd->n", V, V)) + enorm)).ravel(),
+            "over": over, "wmax": wmax, "dmax": dmax}
+
+
+def merge_allowance_partials(parts: list[dict]) -> dict:
+    """Sums (and maxima, logical or) of :func:`allowance_partials` over parts."""
+    out = {"any": any(p["any"] for p in parts), "within": sum(p["within"] for p in parts)}
+    for key in ("sums", "reach_sq", "vsum"):
+        out[key] = sum(p[key] for p in parts)
+    out["over"] = np.logical_or.reduce([p["over"] for p in parts])
+    out["wmax"] = np.maximum.reduce([p["wmax"] for p in parts])
+    out["dmax"] = np.maximum.reduce([p["dmax"] for p in parts])
+    return out
+
+
+def component_grams(loss, component, comps: np.ndarray) -> np.ndarray:
+    """``sum_{i in C} B_i B_i^T`` (k, d, d) over the nodes of ``loss`` in each component of ``comps``."""
+    d = loss.d
+    domain = loss.linear_domain()
+    nodes = np.flatnonzero(np.isin(component, comps))
+    local = np.searchsorted(comps, component[nodes])
+    gram = np.zeros((comps.size, d, d))
+    if domain is None:
+        np.add.at(gram, local, np.eye(d))
+    else:
+        chunk = max(1, int(2 ** 25 // max(d * d, 1)))
+        for start in range(0, nodes.size, chunk):  # bounded memory, not a per-node loop
+            B = domain.basis[nodes[start:start + chunk]]
+            np.add.at(gram, local[start:start + chunk], np.matmul(B, np.swapaxes(B, 1, 2)))
+    return gram
 
 
 class FlowProjector:
