@@ -59,6 +59,45 @@ def test_follows_the_single_process_iterates(client, monkeypatch, penalty):
     np.testing.assert_allclose(dist.info["node_gaps"].sum() + dist.info["edge_gaps"].sum(), dist.gap, rtol=1e-6)
 
 
+def _few_samples(kind, seed=1):
+    """m_i < d, nodes without data, or a logistic loss: certificates that need the conservation
+    projection (CG across parts) or the residual allowance (partial sums across parts)."""
+    graph = gtvcvx.graphs.sbm([30, 30, 30], 0.3, 0.02, seed=seed).graph
+    rng = np.random.default_rng(seed)
+    d = 3
+    truth = np.repeat(rng.standard_normal((3, d)), 30, axis=0)
+    counts = np.full(graph.n, {"few": 2, "nodata": 4, "logistic": 8}[kind])
+    if kind == "nodata":
+        counts[::7] = 0
+    X = [rng.standard_normal((k, d)) for k in counts]
+    if kind == "logistic":
+        y = [np.where(x @ w + 0.5 * rng.standard_normal(len(x)) >= 0, 1.0, -1.0) for x, w in zip(X, truth)]
+        return gtvcvx.GTVProblem(graph, gtvcvx.Logistic(X, y), gtvcvx.Norm2(), 0.05)
+    y = [x @ w + 0.1 * rng.standard_normal(len(x)) for x, w in zip(X, truth)]
+    return gtvcvx.GTVProblem(graph, gtvcvx.SquaredError(X, y), gtvcvx.Norm2(), 0.05)
+
+
+@pytest.mark.parametrize("kind", ["few", "nodata", "logistic"])
+def test_projection_and_allowance_across_parts(client, monkeypatch, kind):
+    _polish_off(monkeypatch)
+    problem = _few_samples(kind)
+    local = gtvcvx.solve(problem, tol=1e-6, method="halpern")
+    dist = gtvcvx.solve(problem, tol=1e-6, backend="dask", client=client, n_parts=2)
+    assert local.status == dist.status == "optimal"
+    assert dist.iterations == local.iterations
+    np.testing.assert_allclose(dist.W, local.W, rtol=0, atol=1e-10)
+    assert abs(dist.rel_gap - local.rel_gap) <= 1e-6 * local.rel_gap
+    projected = local.history.projection_iterations.sum()
+    assert dist.history.projection_iterations.sum() == projected
+    assert (projected > 0) == (kind != "logistic")
+    np.testing.assert_allclose(dist.history.conservation, local.history.conservation, rtol=1e-6, atol=1e-14)
+    if kind == "logistic":  # rounding-level residuals, paid for by the allowance
+        assert dist.residuals["residual_allowance"] > 0
+    # honest: the reference optimum is within the certified gap
+    reference = gtvcvx.solve(problem, tol=1e-10, method="halpern")
+    assert dist.primal - reference.primal <= dist.gap + 1e-12
+
+
 def test_three_parts_and_plain_pdhg(client, monkeypatch):
     _polish_off(monkeypatch)
     problem = _regression(lam=0.2)
@@ -170,9 +209,6 @@ def test_refusals_are_clear(client):
         gtvcvx.solve(problem, backend="dask", client=client, method="quadratic")
     with pytest.raises(TypeError, match="dask.distributed.Client"):
         gtvcvx.solve(problem, backend="dask", client="tcp://nowhere:1")
-    few = _regression(m=2)  # m_i = 2 < d = 3: the certificate needs the global projection
-    with pytest.raises(ValueError, match="fewer linearly independent samples than features"):
-        gtvcvx.solve(few, backend="dask", client=client, n_parts=2)
     with pytest.raises(ValueError, match="belongs to no part"):
         SiteProblem(problem.graph, problem.penalty, 0.1, [PartData(nodes=np.arange(5), path="x.npz")])
 

@@ -22,6 +22,7 @@ from ..losses import Loss, build_loss
 from ..losses._core import get_loss
 from ._kernels import SparseTimesDense, axpy, scal
 from ._partition import PartLayout
+from .certificate import allowance_partials, component_grams
 
 __all__ = ["PartData", "Part"]
 
@@ -121,11 +122,12 @@ class Part:
     def info(self) -> dict:
         """Facts the client needs (none of them the data): sizes, process, rank deficiency."""
         domain = self.loss.linear_domain()
-        constrained = 0 if domain is None else int((domain.rank < self.d).sum())
+        constrained = np.zeros(self.loss.n, dtype=bool) if domain is None else domain.rank < self.d
+        has_data = self.loss.has_data
         return {"pid": os.getpid(), "d": self.d, "n_own": int(self.layout.own_nodes.size),
-                "n_edges": int(self.layout.edge_ids.size), "constrained_nodes": constrained,
-                "max_terms": int(self.loss.max_terms), "has_data": self.loss.has_data,
-                "loss": type(self.loss).__name__}
+                "n_edges": int(self.layout.edge_ids.size), "constrained": constrained,
+                "max_terms": int(self.loss.max_terms), "has_data": has_data,
+                "bounded": bool(np.isfinite(self.loss.range_bound(1.0)[has_data]).all())}
 
     def start(self, W, U, omega: float, knorm: float, eta: float) -> None:
         """Initial point: ``W`` (n_own, d) and ``U`` (n_edges_local, d), flows clipped into capacities."""
@@ -218,37 +220,154 @@ class Part:
             self.ext[self.layout.receive[q]] = rows
 
     # ---------------------------------------------------------------- certificates
+    def setup_certificate(self, constrained_ext: np.ndarray, component: np.ndarray, dist_unit: np.ndarray,
+                          n_components: int, power: float) -> None:
+        """Graph facts the certificate needs: which nodes of the part and its halo have linear
+        conjugate constraints (``rank(X_i) < d``), and the own nodes' components and unit
+        distances for the residual allowance (:class:`gtvcvx.solvers.certificate.ResidualAllowance`)."""
+        self.component, self.dist_unit = component, dist_unit
+        self.n_components, self.power = int(n_components), float(power)
+        ext_mask = np.asarray(constrained_ext, dtype=bool)
+        own_mask = ext_mask[self.layout.own_pos]
+        self.coupled = ext_mask[self.layout.edge_ends].any(axis=1)  # edges touching a constrained node
+        self.C_own = np.flatnonzero(own_mask)
+        self.constrained = bool(ext_mask.any())
+        self.multipliers = None
+        if not self.constrained:
+            return
+        Dt_C = self.Dt[self.C_own]
+        # S N L_C N S restricted to the own constrained rows; columns over the whole halo, where
+        # the exchanged rows are zero at unconstrained nodes
+        self.L = (Dt_C @ self.D).tocsr()
+        self.Dt_C = Dt_C
+        self.row_scale = np.sqrt(self.inv_deg[self.C_own])[:, None]
+        basis = self.loss.linear_domain().basis[self.C_own]
+        self.Q, self.Qt = basis, np.ascontiguousarray(np.swapaxes(basis, 1, 2))
+
+    def _outside(self, R: np.ndarray) -> np.ndarray:
+        return R - np.matmul(self.Q, np.matmul(self.Qt, R[:, :, None]))[:, :, 0]
+
+    def _T(self, Y: np.ndarray) -> np.ndarray:
+        """``N S Y`` of the own constrained rows, as full own rows (zero elsewhere)."""
+        out = np.zeros((self.layout.own_nodes.size, self.d))
+        out[self.C_own] = self._outside(self.row_scale * Y)
+        return out
+
+    def _gram(self, T_ext: np.ndarray) -> np.ndarray:
+        return self.row_scale * self._outside(self.L @ T_ext)
+
+    def _ext_of(self, own_rows, halos: dict) -> np.ndarray:
+        ext = np.zeros((self.layout.ext_nodes.size, self.d))
+        ext[self.layout.own_pos] = own_rows
+        for q, rows in halos.items():
+            ext[self.layout.receive[q]] = rows
+        return ext
+
+    def _sends(self, own_rows) -> dict:
+        return {q: own_rows[pos] for q, pos in self.layout.send.items()}
+
+    def flow_begin(self, zero_flow: bool, warm: bool) -> tuple:
+        """Clip ``U+`` into the capacities; with constrained nodes start the projection
+        ``A A^T Y = A U`` (:class:`gtvcvx.solvers.certificate.FlowProjector`): returns the
+        boundary rows of ``N S Y0``, ``||A U||^2`` and the largest clipped entry (partials)."""
+        Uc = np.zeros_like(self.Up) if zero_flow else self.penalty.project_conjugate_domain(self.Up, self.caps)
+        self.Uc = Uc
+        big = float(np.abs(Uc).max(initial=0.0))
+        if not self.constrained:
+            return {}, {"bb": 0.0, "big": big}
+        self.B = self.row_scale * self._outside(self.Dt_C @ Uc)
+        self.Y = self.multipliers if (warm and self.multipliers is not None) else np.zeros_like(self.B)
+        self.TY_own = self._T(self.Y)
+        return self._sends(self.TY_own), {"bb": float(np.vdot(self.B, self.B)), "big": big}
+
+    def cg_residual(self, halos: dict) -> tuple:
+        """``R = B - A A^T Y0``; returns the boundary rows of ``N S R`` and ``||R||^2``."""
+        self.R = self.B - self._gram(self._ext_of(self.TY_own, halos)) if self.Y.any() else self.B.copy()
+        self.P = np.zeros_like(self.R)
+        self.TP_ext = np.zeros((self.layout.ext_nodes.size, self.d))
+        self.TR_own = self._T(self.R)
+        return self._sends(self.TR_own), float(np.vdot(self.R, self.R))
+
+    def cg_direction(self, halos: dict, beta: float) -> float:
+        """``P = R + beta P`` and ``A A^T P`` (the halo of ``N S P`` from its linearity:
+        ``N S R + beta N S P_old``); returns ``<P, A A^T P>``."""
+        self.P *= beta
+        self.P += self.R
+        self.TP_ext *= beta
+        self.TP_ext += self._ext_of(self.TR_own, halos)
+        self.AP = self._gram(self.TP_ext)
+        return float(np.vdot(self.P, self.AP))
+
+    def cg_step(self, alpha: float) -> tuple:
+        """``Y += alpha P``, ``R -= alpha A A^T P``; the boundary rows of ``N S R`` and ``||R||^2``."""
+        self.Y += alpha * self.P
+        self.R -= alpha * self.AP
+        self.TR_own = self._T(self.R)
+        return self._sends(self.TR_own), float(np.vdot(self.R, self.R))
+
+    def flow_send(self) -> dict:
+        """Boundary rows of ``N S Y`` (the multipliers the projection found)."""
+        self.multipliers = self.Y
+        self.TY_own = self._T(self.Y)
+        return self._sends(self.TY_own)
+
+    def flow_correct(self, halos: dict, correct: bool) -> float:
+        """``U' = U - A^T Y`` on the local edges (if ``correct``); returns the smallest
+        ``c_e / ||u'_e||_*`` over the coupled edges above their capacity (1 if none)."""
+        if correct:
+            self.Uc = self.Uc - self.D @ self._ext_of(self.TY_own, halos)
+        if not self.penalty.is_norm or not self.Uc.shape[0]:
+            return 1.0
+        usage = self.penalty._dual_norms(self.Uc)
+        hit = (usage > self.caps) & self.coupled
+        if not hit.any():
+            return 1.0
+        with np.errstate(divide="ignore"):
+            return float(np.min(self.caps[hit] / usage[hit]))
+
     def boundary_W(self) -> dict:
         """The rows of ``W+`` the neighbours need for the edge differences ``D W+``."""
-        return {q: self.Wp[pos] for q, pos in self.layout.send.items()}
+        return self._sends(self.Wp)
 
-    def certify(self, halos: dict, zero_flow: bool, threads: int | None = 1) -> dict:
-        """This part's share of :func:`gtvcvx.solvers.certificate.certify_pair` at ``(W+, U+)``.
+    def certify(self, halos: dict, alpha: float, threads: int | None = 1) -> dict:
+        """This part's share of :func:`gtvcvx.solvers.certificate.certify_pair` at ``(W+, U')``.
 
-        The flow is clipped into the capacities edge by edge (no node here has linear conjugate
-        constraints, so no projection couples edges); node terms at the own nodes, edge terms
-        and values at the counted edges. Returns their sums, ``sum_i <w_i, e_i>`` of the
-        node residuals and whether any residual is nonzero.
+        The coupled edges' flows are scaled by the common ``alpha``, the others projected one
+        by one into their capacities; node terms at the own nodes, edge terms and values at the
+        counted edges. Returns their sums, ``sum_i <w_i, e_i>`` of the node residuals ``e``
+        and whether any residual is nonzero.
         """
         with blas_threads(threads):
-            self._fill(self.Wp, halos)
             penalty, caps = self.penalty, self.caps
-            Uf = np.zeros_like(self.Up) if zero_flow else penalty.project_conjugate_domain(self.Up, caps)
+            Uf = self.Uc
             if penalty.is_norm and Uf.shape[0]:
-                over = penalty._dual_norms(Uf) > caps
-                if over.any():
-                    Uf[over] = penalty._prox_conjugate(Uf[over], 1.0, caps[over])
+                if alpha < 1.0:
+                    Uf[self.coupled] *= alpha
+                free = (penalty._dual_norms(Uf) > caps) & ~self.coupled
+                if free.any():
+                    Uf[free] = penalty._prox_conjugate(Uf[free], 1.0, caps[free])
             V = -(self.Dt @ Uf)
-            Z = self.D @ self.ext
+            Z = self.D @ self._ext_of(self.Wp, halos)
             counted = slice(None) if self.all_counted else self.counted
             node_gaps, node_residual = self.loss.certify_nodes(self.Wp, V)
             edge_gaps = penalty._edge_fenchel_young(Z[counted], Uf[counted], caps[counted])
             self._cert = (self.Wp.copy(), Uf, node_gaps, edge_gaps, V)
+            self._residual = node_residual
             return {"node_values": float(self.loss.node_values(self.Wp).sum()),
                     "edge_values": float(penalty._edge_values(Z[counted], caps[counted]).sum()),
                     "node_gaps": float(node_gaps.sum()), "edge_gaps": float(edge_gaps.sum()),
                     "cross": float(np.einsum("nd,nd->", self.Wp, node_residual)),
                     "residual": bool(node_residual.any())}
+
+    def allowance(self, node_scale: np.ndarray, primal: float) -> dict:
+        """This part's :func:`gtvcvx.solvers.certificate.allowance_partials` for the latest certificate."""
+        W, _, _, _, V = self._cert
+        return allowance_partials(self.loss, W, V, self._residual, primal, node_scale, self.component,
+                                  self.n_components, self.dist_unit, self.power)
+
+    def grams(self, comps: np.ndarray) -> np.ndarray:
+        """This part's share of ``G_C = sum_{i in C} B_i B_i^T`` for the components ``comps``."""
+        return component_grams(self.loss, self.component, comps)
 
     def keep_best(self) -> None:
         """Remember the latest certificate as the best so far (the client compared the gaps)."""

@@ -29,7 +29,9 @@ from ..problem import GTVProblem
 from ..results import GTVResult, Status, relative_gap
 from ._dask_part import Part, PartData
 from ._partition import part_layouts, partition_graph
-from .certificate import _ROUNDING_FACTOR, Certificate
+from ..losses import DOMAIN_RTOL
+from .certificate import (_ROUNDING_FACTOR, UNBOUNDED_RTOL, Certificate, ResidualAllowance,
+                          merge_allowance_partials)
 from ._pdhg_common import CHECK_SPACING, IterationInfo, step_norm_estimate, warm_start_parts
 
 __all__ = ["SiteProblem", "PartData", "solve_distributed"]
@@ -230,13 +232,14 @@ def solve_distributed(problem, tol: float = 1e-6, max_iter: int = 100_000, time_
     iterations. The client takes every scalar decision of the single-process loop (restart
     criteria, primal weight, step fallback, certificate schedule) from the summed partials,
     so the iterates follow the single-process ones up to the rounding of those sums. The
-    certificate is the sum over parts of the node and edge Fenchel-Young terms of
-    :func:`gtvcvx.solvers.certificate.certify_pair`, with the same rounding allowance.
+    certificate is :func:`gtvcvx.solvers.certificate.certify_pair` assembled from the parts
+    (:class:`_Certifier`): the minimum-norm conservation projection at nodes whose loss
+    conjugate has linear constraints (fewer samples than features, no data) is conjugate
+    gradients whose products exchange boundary rows, the residual allowance is combined from
+    per-component partial sums, and the node and edge Fenchel-Young terms are summed over parts.
 
-    Without the active-set polish of the single-process solver (it solves a global reduced
-    system); for nodes whose loss conjugate has linear constraints (fewer samples than
-    features, no data) the certificate needs the global conservation projection, which this
-    backend does not run: such problems are refused.
+    Without the active-set polish of the single-process solver (a global reduced solve), so
+    problems with ``m_i < d`` may need more iterations to certify than ``backend="local"``.
 
     References
     ----------
@@ -322,15 +325,14 @@ def _solve(problem, graph, client, tol, max_iter, time_limit, warm_start, callba
     cluster = _Cluster(client, layouts, sources, problem.penalty, problem.lam, log)
     infos = cluster.call("info")
     d = infos[0]["d"]
-    constrained = sum(i["constrained_nodes"] for i in infos)
-    if constrained:
-        raise ValueError(f"backend='dask' cannot certify this problem yet: {constrained} node(s) have fewer linearly "
-                         f"independent samples than features (or no data), so the certificate needs the global "
-                         f"flow-conservation projection; solve it with backend='local'")
-    max_terms = max(i["max_terms"] for i in infos)
+    constrained = np.zeros(graph.n, dtype=bool)
     has_data = np.zeros(graph.n, dtype=bool)
     for layout, info in zip(layouts, infos):
+        constrained[layout.own_nodes] = info["constrained"]
         has_data[layout.own_nodes] = info["has_data"]
+    certifier = _Certifier(cluster, graph, problem.penalty, problem.lam, d, constrained,
+                           max_terms=max(i["max_terms"] for i in infos),
+                           bounded=all(i["bounded"] for i in infos))
 
     # ---- initial point (a warm start is model and flows, not data: sent to the parts)
     if isinstance(problem, GTVProblem):
@@ -354,7 +356,7 @@ def _solve(problem, graph, client, tol, max_iter, time_limit, warm_start, callba
     cluster.call("start", [(W_start[lay.own_nodes], U_start[lay.edge_ids]) for lay in layouts], omega=omega,
                  knorm=knorm, eta=eta)
     del W_start, U_start
-    check_min, check_fraction = CHECK_SPACING["cheap"]
+    check_min, check_fraction = CHECK_SPACING["projection" if constrained.any() and graph.n_edges else "cheap"]
     cut_edges = int(sum((~lay.counted).sum() for lay in layouts))
     setup_time = time.perf_counter() - t_start
     log.say(f"{n_parts} parts ({how}), {cut_edges} cut edges, setup {setup_time:.1f}s")
@@ -415,8 +417,7 @@ def _solve(problem, graph, client, tol, max_iter, time_limit, warm_start, callba
                     due = False
                 if due:
                     c0 = time.perf_counter()
-                    cert = _certify(cluster, graph, max_terms)
-                    n_rounds += 2
+                    cert = certifier(deadline)
                     this_cert = time.perf_counter() - c0
                     s["last_cert"] = this_cert
                     cert_time += this_cert
@@ -425,8 +426,8 @@ def _solve(problem, graph, client, tol, max_iter, time_limit, warm_start, callba
                     elapsed = time.perf_counter() - t_start
                     s["history"].append({"iteration": iteration, "time": elapsed, "primal": cert.primal,
                                          "dual": cert.dual, "gap": cert.gap, "rel_gap": cert.rel_gap,
-                                         "restarts": s["restarts"], "omega": s["omega"], "conservation": 0.0,
-                                         "capacity_scale": 1.0, "projection_iterations": 0.0,
+                                         "restarts": s["restarts"], "omega": s["omega"],
+                                         **{key: cert.residuals[key] for key in _FLOW_FIELDS},
                                          "certificate_time": this_cert})
                     if s["best_gap"] is None or cert.rel_gap <= s["best_gap"]:
                         cluster.call("keep_best")
@@ -434,9 +435,6 @@ def _solve(problem, graph, client, tol, max_iter, time_limit, warm_start, callba
                     log.check(iteration, elapsed, cert.rel_gap)
                     if s["best_gap"] <= tol:
                         status, message = Status.OPTIMAL, ""
-                        break
-                    if cert.message.startswith("distributed"):
-                        status, message = Status.INACCURATE, cert.message
                         break
                     if callback is not None and callback(IterationInfo(iteration, elapsed, None, None, cert,
                                                                        s["omega"], s["restarts"])):
@@ -474,14 +472,14 @@ def _solve(problem, graph, client, tol, max_iter, time_limit, warm_start, callba
                 message = (f"lost part(s) {lost.parts} at iteration {iteration} ({lost.cause}) and no checkpoint "
                            f"to resume from (pass checkpoint_dir)")
                 break
-            state = _resume(cluster, checkpoint, lost, iteration, faults, t_start, eta)
+            state = _resume(cluster, certifier, checkpoint, lost, iteration, faults, t_start, eta)
             log.say(f"lost part(s) {lost.parts} at iteration {iteration}; resumed from the checkpoint of "
                     f"iteration {checkpoint[0]}")
 
     solve_time = time.perf_counter() - t_solve
     cert = state["best_cert"]
     if cert is None:
-        cert = _certify(cluster, graph, max_terms)
+        cert = certifier(deadline)
         cluster.call("keep_best")
     if status == Status.MAX_ITER and message.startswith("reached max_iter") and cert.resolution > tol:
         status = Status.INACCURATE
@@ -503,9 +501,7 @@ def _solve(problem, graph, client, tol, max_iter, time_limit, warm_start, callba
     note = _blind_components(graph, has_data)
     if note:
         message = f"{message}; {note}" if message else note
-    residuals = {"conservation": 0.0, "capacity_scale": 1.0, "projection_iterations": 0.0,
-                 "residual_allowance": abs(cert.residuals["cross"]),
-                 "rounding_allowance": cert.residuals["rounding_allowance"], "stationarity": stationarity}
+    residuals = {**cert.residuals, "stationarity": stationarity}
     iterations_run = max(state["iteration"], 1)
     return GTVResult(status=status, solver="fast", W=W, U=U, primal=cert.primal, dual=cert.dual, gap=cert.gap,
                      rel_gap=cert.rel_gap, value=cert.primal, iterations=state["iteration"], setup_time=setup_time,
@@ -513,45 +509,141 @@ def _solve(problem, graph, client, tol, max_iter, time_limit, warm_start, callba
                      message=message,
                      info={"method": method, "backend": "dask", "restarts": state["restarts"],
                            "omega": state["omega"], "step_norm": state["knorm"], "polishes": 0, "polished_at": None,
-                           "step_fallbacks": state["step_fallbacks"], "certificate_time": cert_time,
+                           "step_fallbacks": state["step_fallbacks"], "certificate_time": cert_time, "rounds": n_rounds + certifier.rounds,
                            "node_gaps": node_gaps, "edge_gaps": edge_gaps, "n_parts": n_parts, "partition": how,
                            "cut_edges": cut_edges, "bytes_total": cluster.bytes,
-                           "bytes_per_iteration": cluster.bytes / iterations_run, "rounds": n_rounds,
+                           "bytes_per_iteration": cluster.bytes / iterations_run,
                            "workers": len({i["pid"] for i in infos}), "faults": faults,
                            "labels": labels})
 
 
-def _certify(cluster: _Cluster, graph: Graph, max_terms: int, zero_flow: bool = False) -> Certificate:
-    """The certificate at the parts' ``(W+, U+)``: summed Fenchel-Young terms and the rounding allowance
-    of :func:`gtvcvx.solvers.certificate.certify_pair`."""
-    halos = cluster.exchange(cluster.call("boundary_W"))
-    parts = cluster.call("certify", halos, zero_flow=zero_flow)
-    sums = cluster.scalars(parts)
-    primal = sums["node_values"] + sums["edge_values"]
-    terms = sums["node_gaps"] + sums["edge_gaps"]
-    cross = sums["cross"]
-    rounding = _ROUNDING_FACTOR * (8.0 + math.log2(2.0 + graph.n + graph.n_edges) + float(max_terms)) * (
-        abs(primal) + abs(terms) + abs(cross))
-    message = ""
-    if sums["residual"]:
-        gap = math.inf
-        message = ("distributed certificate: the loss left a flow-conservation residual, whose a-priori allowance "
-                   "the dask backend does not compute; solve with backend='local'")
-    else:
-        gap = float(terms + abs(cross) + rounding)
-    if not (math.isfinite(gap) and math.isfinite(primal)):
-        if not zero_flow and not message:
-            zero = _certify(cluster, graph, max_terms, zero_flow=True)
+_FLOW_FIELDS = ("conservation", "capacity_scale", "projection_iterations")
+
+
+class _GraphView:
+    """What :class:`~gtvcvx.solvers.certificate.ResidualAllowance` needs of a problem, without its data."""
+
+    def __init__(self, graph, penalty, lam, d):
+        self.graph, self.penalty, self.d, self.n = graph, penalty, d, graph.n
+        self.capacities = lam * graph.weights
+
+
+class _Certifier:
+    """The certificate of :func:`gtvcvx.solvers.certificate.certify_pair`, assembled from the parts.
+
+    Same steps: clip the flows into the capacities; at constrained nodes the minimum-norm
+    projection onto the conjugates' linear constraints (conjugate gradients whose products
+    exchange boundary rows, warm-started across check-points), the common capacity scaling of
+    the coupled edges, per-edge projection of the others; then the summed node and edge
+    Fenchel-Young terms, the residual allowance from per-component partial sums, and the
+    rounding allowance.
+    """
+
+    def __init__(self, cluster, graph, penalty, lam, d, constrained, *, max_terms, bounded):
+        self.cluster, self.graph = cluster, graph
+        self.max_terms = max_terms
+        self.rounds = 0
+        view = _GraphView(graph, penalty, lam, d)
+        self.allowance = ResidualAllowance(view)
+        self.node_bound = (np.zeros(graph.n) if graph.n_edges == 0 else np.bincount(
+            graph.edges.reshape(-1), np.repeat(penalty.flow_bound(view.capacities, d), 2), minlength=graph.n))
+        self.bound = float(self.node_bound.max(initial=0.0))
+        self.constrained = bool(constrained.any()) and graph.n_edges > 0
+        degree = np.maximum(graph.degree[constrained], 1)
+        self.row_scale_min = float(1.0 / np.sqrt(degree.max())) if degree.size else 1.0
+        self.target_rtol = 0.1 * DOMAIN_RTOL if bounded else 0.1 * UNBOUNDED_RTOL
+        self.max_iter = 200  # as the single-process loop's projector: warm starts carry the work over
+        self.constrained_mask = constrained
+        self.setup(range(len(cluster.actors)))
+
+    def setup(self, parts) -> None:
+        """Give the parts ``parts`` (all, or those recreated after a fault) the graph facts of the certificate."""
+        allowance, layouts = self.allowance, self.cluster.layouts
+        futures = [self.cluster.actors[p].setup_certificate(
+            self.constrained_mask[layouts[p].ext_nodes], allowance.component[layouts[p].own_nodes],
+            allowance.dist_unit[layouts[p].own_nodes], allowance.n_components, allowance.power) for p in parts]
+        for future in futures:
+            future.result()
+
+    def __call__(self, deadline=None) -> Certificate:
+        cert = self._certify(deadline, zero_flow=False)
+        if not math.isfinite(cert.gap) and math.isfinite(cert.primal):
+            zero = self._certify(deadline, zero_flow=True)
             if math.isfinite(zero.gap):
                 zero.message = "certified with the zero flow (the flow iterate's residual cannot be bounded)"
                 return zero
-        dual, gap = -math.inf, math.inf
-        message = message or "no finite dual bound: the flow exceeds an edge capacity or P(W) is not finite"
-    else:
-        dual = primal - gap
-    return Certificate(primal=primal, dual=dual, gap=gap, rel_gap=relative_gap(primal, dual), node_gaps=None,
-                       edge_gaps=None, U=None, residuals={"rounding_allowance": rounding, "cross": cross},
-                       message=message)
+        return cert
+
+    def _call(self, method, per_part=None, **kwargs):
+        self.rounds += 1
+        return self.cluster.call(method, per_part, **kwargs)
+
+    def _certify(self, deadline, zero_flow: bool) -> Certificate:
+        cluster, graph = self.cluster, self.graph
+        halos_W = cluster.exchange(self._call("boundary_W"))
+        begun = self._call("flow_begin", zero_flow=zero_flow, warm=True)
+        norm_b = math.sqrt(sum(b[1]["bb"] for b in begun))
+        big = max(b[1]["big"] for b in begun)
+        scale = self.bound if math.isfinite(self.bound) else float(graph.degree.max(initial=0) * big)
+        conservation, iterations, correct = 0.0, 0, False
+        if self.constrained:
+            conservation = norm_b / max(scale, np.finfo(float).tiny)
+            correct = norm_b > 0
+        if correct:
+            iterations = self._project(begun, self.target_rtol * scale * self.row_scale_min, deadline)
+            halos_Y = cluster.exchange(self._call("flow_send"))
+        else:
+            halos_Y = [{} for _ in cluster.actors]
+        alpha = min(1.0, min(self._call("flow_correct", halos_Y, correct=correct)))
+        sums = cluster.scalars(self._call("certify", halos_W, alpha=alpha))
+        primal = sums["node_values"] + sums["edge_values"]
+        terms = sums["node_gaps"] + sums["edge_gaps"]
+        cross = sums["cross"]
+        bound, message = 0.0, ""
+        if sums["residual"]:
+            node_scale = np.where(np.isfinite(self.node_bound), self.node_bound, scale)
+            partials = self._call("allowance", [node_scale[lay.own_nodes] for lay in cluster.layouts], primal=primal)
+            bound = self.allowance.combine(merge_allowance_partials(partials), primal,
+                                           grams=lambda todo: sum(self._call("grams", comps=todo)))
+            if bound > 0 and not self.allowance.last_exact:
+                message = ("the allowance for the flow-conservation residual uses the candidate's scale "
+                           "(this loss gives no a-priori bound on the optimum)")
+        rounding = _ROUNDING_FACTOR * (8.0 + math.log2(2.0 + graph.n + graph.n_edges) + float(self.max_terms)) * (
+            abs(primal) + abs(terms) + abs(cross))
+        gap = float(terms + bound + abs(cross) + rounding)
+        if not (math.isfinite(gap) and math.isfinite(primal)):
+            message = ("no finite dual bound: the flow exceeds an edge capacity" if not math.isfinite(sums["edge_gaps"])
+                       else "no finite dual bound: the flow's conservation residual cannot be bounded "
+                            "(e.g. P(W) is not finite)")
+            dual, gap = -math.inf, math.inf
+        else:
+            dual = primal - gap
+        residuals = {"conservation": conservation, "capacity_scale": alpha, "projection_iterations": float(iterations),
+                     "residual_allowance": bound + abs(cross), "rounding_allowance": rounding}
+        return Certificate(primal=primal, dual=dual, gap=gap, rel_gap=relative_gap(primal, dual), node_gaps=None,
+                           edge_gaps=None, U=None, residuals=residuals, message=message)
+
+    def _project(self, begun, atol: float, deadline) -> int:
+        """Conjugate gradients for ``A A^T Y = A U`` over the parts (as :func:`gtvcvx.solvers._cg.conjugate_gradient`):
+        two rounds per iteration, one reduction each."""
+        cluster = self.cluster
+        started = self._call("cg_residual", cluster.exchange([b[0] for b in begun]))
+        sends = [s[0] for s in started]
+        rr = rz = sum(s[1] for s in started)
+        beta, iterations = 0.0, 0
+        while iterations < self.max_iter and rr > atol * atol:
+            if deadline is not None and time.perf_counter() > deadline:
+                break
+            pAp = sum(self._call("cg_direction", cluster.exchange(sends), beta=beta))
+            if not pAp > 0:
+                break
+            stepped = self._call("cg_step", alpha=rz / pAp)
+            sends = [s[0] for s in stepped]
+            rr_new = sum(s[1] for s in stepped)
+            beta = rr_new / rz if rz > 0 else 0.0
+            rr = rz = rr_new
+            iterations += 1
+        return iterations
 
 
 def _checkpoint(cluster: _Cluster, directory, state: dict):
@@ -570,11 +662,13 @@ def _checkpoint(cluster: _Cluster, directory, state: dict):
     return iteration, saved, paths
 
 
-def _resume(cluster: _Cluster, checkpoint, lost: _PartsLost, iteration: int, faults: list, t_start: float, eta):
+def _resume(cluster: _Cluster, certifier, checkpoint, lost: _PartsLost, iteration: int, faults: list,
+            t_start: float, eta):
     """Recreate the lost parts on the surviving workers and roll every part back to the checkpoint."""
     at, saved, paths = checkpoint
     gone = sorted(set(range(len(cluster.actors))) - set(cluster.alive()))
     cluster.place(gone)
+    certifier.setup(gone)
     state = copy.deepcopy({k: v for k, v in saved.items() if k != "best_cert"})
     state["best_cert"] = saved["best_cert"]
     for actor, path in zip(cluster.actors, paths):
