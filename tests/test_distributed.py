@@ -98,14 +98,20 @@ def test_projection_and_allowance_across_parts(client, monkeypatch, kind):
     assert dist.primal - reference.primal <= dist.gap + 1e-12
 
 
-def test_three_parts_and_plain_pdhg(client, monkeypatch):
+@pytest.mark.parametrize("exchange", ["direct", "client"])
+def test_three_parts_and_plain_pdhg(client, monkeypatch, exchange):
+    # three parts on two workers: two of them exchange rows inside one worker
     _polish_off(monkeypatch)
     problem = _regression(lam=0.2)
     local = gtvcvx.solve(problem, tol=1e-6, method="pdhg", max_iter=4000)
-    dist = gtvcvx.solve(problem, tol=1e-6, method="pdhg", max_iter=4000, backend="dask", client=client, n_parts=3)
+    dist = gtvcvx.solve(problem, tol=1e-6, method="pdhg", max_iter=4000, backend="dask", client=client, n_parts=3,
+                        exchange=exchange)
     assert dist.iterations == local.iterations and dist.status == local.status
     np.testing.assert_allclose(dist.W, local.W, rtol=0, atol=1e-10)
     assert dist.info["n_parts"] == 3
+    # every boundary row crosses once part to part, twice through the client
+    halo_rows = dist.info["cut_edges"]  # at least one row per cut edge end point is sent
+    assert dist.info["bytes_total"] >= halo_rows * problem.d * 8
 
 
 def test_site_data_never_reaches_the_client(client, tmp_path, monkeypatch):
@@ -238,3 +244,34 @@ def test_cli_solves_a_spec_on_dask(capsys):
     assert "fast solver" in capsys.readouterr().err
     assert main(["solve", spec, "--backend", "dask", "--scheduler", "tcp://127.0.0.1:9"]) == 2
     assert "cannot connect" in capsys.readouterr().err
+
+
+def test_a_lost_worker_without_checkpoints_is_a_status(monkeypatch):
+    _polish_off(monkeypatch)
+    problem = _regression(lam=0.1, m=4)
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0")
+    with distributed.Client(cluster) as c:
+        def kill(info):
+            if info.iteration >= 20:
+                os.kill(sorted(c.run(os.getpid).values())[0], signal.SIGKILL)
+                return False
+            return False
+
+        result = gtvcvx.solve(problem, tol=1e-12, max_iter=400, backend="dask", client=c, n_parts=2, callback=kill)
+    cluster.close()
+    assert result.status == "solver_error" and result.W is None
+    assert "no checkpoint to resume from (pass checkpoint_dir)" in result.message
+
+
+def test_scaling_model_states_its_inputs():
+    from gtvcvx.bench.distributed import scaling_model
+
+    rows = [{"part": "per_iteration", "workers": 2, "exchange": "direct", "per_iteration_s": 0.1, "n_edges": 1_000_000,
+             "cut_edges": 50_000, "bytes_per_iteration": 1e7}]
+    text = scaling_model(rows)
+    # 0.1 s over 550,000 local edges: 181.8 ns per edge; 200 bytes per cut edge
+    assert "181.8 ns per local edge" in text and "cut fraction 0.050" in text and "200 bytes" in text
+    line = next(x for x in text.splitlines() if x.startswith("| 0.100"))
+    compute = 0.1 / 550_000 * 1e9 / 64 * 1.1
+    assert f"| {compute:.2f} |" in line
+    assert scaling_model([]) == ""

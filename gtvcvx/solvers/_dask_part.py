@@ -11,7 +11,9 @@ weight, certificates).
 
 from __future__ import annotations
 
+import inspect
 import os
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -80,6 +82,22 @@ class PartData:
         return build_loss(self.loss, self.params, stacked=(arrays["X"], arrays["y"], local, own_nodes.size))
 
 
+#: Seconds a push of boundary rows may take (plus its bytes at PUSH_RATE bytes/s) before the
+#: neighbour counts as lost (the client then checks which parts answer and resumes).
+PUSH_TIMEOUT = 10.0
+PUSH_RATE = 1e8
+
+
+def _run_inline(coroutine) -> None:
+    """Finish a coroutine that never awaits (:meth:`Part.receive`) without an event loop."""
+    try:
+        coroutine.send(None)
+    except StopIteration:
+        return
+    coroutine.close()
+    raise RuntimeError("Part.receive awaited; it must store the rows and return")
+
+
 class Part:
     """A part's state and its share of every phase of the distributed solver (a Dask actor).
 
@@ -117,6 +135,8 @@ class Part:
         self.decoupled = (layout.degree == 0) | (self.lam == 0)
         self.ext = np.zeros((layout.ext_nodes.size, self.d))  # own rows and halo rows of an exchange
         self.best = None
+        self.peers, self.inbox, self.sent_bytes = None, {}, 0
+        self.busy = 0.0  # seconds spent in the iteration's phases (the rest of a round is communication)
 
     # ---------------------------------------------------------------- setup
     def info(self) -> dict:
@@ -127,7 +147,8 @@ class Part:
         return {"pid": os.getpid(), "d": self.d, "n_own": int(self.layout.own_nodes.size),
                 "n_edges": int(self.layout.edge_ids.size), "constrained": constrained,
                 "max_terms": int(self.loss.max_terms), "has_data": has_data,
-                "bounded": bool(np.isfinite(self.loss.range_bound(1.0)[has_data]).all())}
+                "bounded": bool(np.isfinite(self.loss.range_bound(1.0)[has_data]).all()),
+                "busy": self.busy, "sent_bytes": self.sent_bytes}
 
     def start(self, W, U, omega: float, knorm: float, eta: float) -> None:
         """Initial point: ``W`` (n_own, d) and ``U`` (n_edges_local, d), flows clipped into capacities."""
@@ -157,6 +178,7 @@ class Part:
         ``move`` is ``None`` (first iteration), ``("restart",)``, ``("halpern", k, rho)`` or
         ``("pdhg",)``, exactly as the single-process loop's last block.
         """
+        started = time.perf_counter()
         with blas_threads(threads):
             if move is not None:
                 self._move(move)
@@ -164,13 +186,16 @@ class Part:
                 self.set_steps(omega, knorm)
             self.Wp = self.loss.prox_warm(self.W - self.tau_col * self.DtU, self.tau, self.Wp)
             self.X = self.sigma * (2.0 * self.Wp - self.W)
-            return {q: self.X[pos] for q, pos in self.layout.send.items()}
+            sends = self._sends(self.X, "X")
+        self.busy += time.perf_counter() - started
+        return sends
 
     def dual_step(self, halos: dict, residual: bool, finite: bool, threads: int | None = 1) -> dict:
         """``U+ = prox_{sigma G*}(U + sigma D X)`` on every local edge, ``D^T U+`` at the own nodes,
         and (if asked) the partial sums of the fixed-point residual and a finiteness check."""
+        started = time.perf_counter()
         with blas_threads(threads):
-            self._fill(self.X, halos)
+            self._fill(self.X, self._halos(halos, "X"))
             np.copyto(self.Up, self.U)
             self.D_into(self.ext, self.Up, accumulate=True)
             self.penalty._prox_conjugate(self.Up, self.sigma, self.caps)
@@ -185,7 +210,8 @@ class Part:
                 out["cross"] = float(np.vdot(dW, self.DtU - self.DtUp))
             if finite:
                 out["finite"] = bool(np.isfinite(self.DtUp).all())
-            return out
+        self.busy += time.perf_counter() - started
+        return out
 
     def restart_moves(self) -> tuple[float, float]:
         """Squared distances moved in the epoch: ``sum deg_i ||w+_i - w0_i||^2`` and ``sum_e ||u+_e - u0_e||^2``."""
@@ -221,27 +247,28 @@ class Part:
 
     # ---------------------------------------------------------------- certificates
     def setup_certificate(self, constrained_ext: np.ndarray, component: np.ndarray, dist_unit: np.ndarray,
-                          n_components: int, power: float) -> None:
+                          n_components: int, power: float, any_constrained: bool) -> None:
         """Graph facts the certificate needs: which nodes of the part and its halo have linear
-        conjugate constraints (``rank(X_i) < d``), and the own nodes' components and unit
-        distances for the residual allowance (:class:`gtvcvx.solvers.certificate.ResidualAllowance`)."""
+        conjugate constraints (``rank(X_i) < d``), whether any node of the problem has, and the
+        own nodes' components and unit distances for the residual allowance
+        (:class:`gtvcvx.solvers.certificate.ResidualAllowance`). A part without constrained
+        nodes takes part in the projection with empty blocks (it relays zeros)."""
         self.component, self.dist_unit = component, dist_unit
         self.n_components, self.power = int(n_components), float(power)
         ext_mask = np.asarray(constrained_ext, dtype=bool)
         own_mask = ext_mask[self.layout.own_pos]
         self.coupled = ext_mask[self.layout.edge_ends].any(axis=1)  # edges touching a constrained node
         self.C_own = np.flatnonzero(own_mask)
-        self.constrained = bool(ext_mask.any())
+        self.constrained = bool(any_constrained)
         self.multipliers = None
-        if not self.constrained:
-            return
         Dt_C = self.Dt[self.C_own]
         # S N L_C N S restricted to the own constrained rows; columns over the whole halo, where
         # the exchanged rows are zero at unconstrained nodes
         self.L = (Dt_C @ self.D).tocsr()
         self.Dt_C = Dt_C
         self.row_scale = np.sqrt(self.inv_deg[self.C_own])[:, None]
-        basis = self.loss.linear_domain().basis[self.C_own]
+        domain = self.loss.linear_domain()
+        basis = np.zeros((0, self.d, self.d)) if domain is None else domain.basis[self.C_own]
         self.Q, self.Qt = basis, np.ascontiguousarray(np.swapaxes(basis, 1, 2))
 
     def _outside(self, R: np.ndarray) -> np.ndarray:
@@ -263,8 +290,40 @@ class Part:
             ext[self.layout.receive[q]] = rows
         return ext
 
-    def _sends(self, own_rows) -> dict:
-        return {q: own_rows[pos] for q, pos in self.layout.send.items()}
+    # ---------------------------------------------------------------- boundary exchange
+    def connect(self, peers: dict) -> None:
+        """Send boundary rows straight to the neighbouring parts (``{q: actor}``) from now on,
+        instead of returning them for the client to relay."""
+        self.peers = peers
+        self.inbox = {}
+
+    async def receive(self, tag: str, source: int, rows) -> None:
+        """A neighbour's boundary rows (runs on the worker's event loop, beside a busy phase)."""
+        self.inbox[(tag, source)] = rows
+
+    def _sends(self, own_rows, tag: str) -> dict:
+        """The rows each neighbour needs: pushed to it directly (returns ``{}``), or returned."""
+        sends = {q: own_rows[pos] for q, pos in self.layout.send.items()}
+        if self.peers is None:
+            return sends
+        futures = [(q, self.peers[q].receive(tag, self.layout.index, rows)) for q, rows in sends.items()]
+        for q, future in futures:
+            if inspect.iscoroutine(future):
+                _run_inline(future)  # a part on this worker: Dask calls the method directly
+                continue
+            try:  # delivered before this phase returns, so before the next phase starts
+                future.result(timeout=PUSH_TIMEOUT + sends[q].nbytes / PUSH_RATE)
+            except Exception as exc:  # noqa: BLE001 - a neighbour that does not answer is lost
+                raise OSError(f"part {q} did not take the boundary rows of part {self.layout.index}: "
+                              f"{type(exc).__name__}: {exc}") from exc
+        self.sent_bytes += sum(rows.nbytes for rows in sends.values())
+        return {}
+
+    def _halos(self, halos, tag: str) -> dict:
+        """The neighbours' rows of this exchange: relayed by the client, or from the inbox."""
+        if self.peers is None:
+            return halos
+        return {q: self.inbox.pop((tag, q)) for q in self.layout.receive}
 
     def flow_begin(self, zero_flow: bool, warm: bool) -> tuple:
         """Clip ``U+`` into the capacities; with constrained nodes start the projection
@@ -278,15 +337,16 @@ class Part:
         self.B = self.row_scale * self._outside(self.Dt_C @ Uc)
         self.Y = self.multipliers if (warm and self.multipliers is not None) else np.zeros_like(self.B)
         self.TY_own = self._T(self.Y)
-        return self._sends(self.TY_own), {"bb": float(np.vdot(self.B, self.B)), "big": big}
+        return self._sends(self.TY_own, "TY"), {"bb": float(np.vdot(self.B, self.B)), "big": big}
 
     def cg_residual(self, halos: dict) -> tuple:
         """``R = B - A A^T Y0``; returns the boundary rows of ``N S R`` and ``||R||^2``."""
+        halos = self._halos(halos, "TY")
         self.R = self.B - self._gram(self._ext_of(self.TY_own, halos)) if self.Y.any() else self.B.copy()
         self.P = np.zeros_like(self.R)
         self.TP_ext = np.zeros((self.layout.ext_nodes.size, self.d))
         self.TR_own = self._T(self.R)
-        return self._sends(self.TR_own), float(np.vdot(self.R, self.R))
+        return self._sends(self.TR_own, "TR"), float(np.vdot(self.R, self.R))
 
     def cg_direction(self, halos: dict, beta: float) -> float:
         """``P = R + beta P`` and ``A A^T P`` (the halo of ``N S P`` from its linearity:
@@ -294,7 +354,7 @@ class Part:
         self.P *= beta
         self.P += self.R
         self.TP_ext *= beta
-        self.TP_ext += self._ext_of(self.TR_own, halos)
+        self.TP_ext += self._ext_of(self.TR_own, self._halos(halos, "TR"))
         self.AP = self._gram(self.TP_ext)
         return float(np.vdot(self.P, self.AP))
 
@@ -303,19 +363,19 @@ class Part:
         self.Y += alpha * self.P
         self.R -= alpha * self.AP
         self.TR_own = self._T(self.R)
-        return self._sends(self.TR_own), float(np.vdot(self.R, self.R))
+        return self._sends(self.TR_own, "TR"), float(np.vdot(self.R, self.R))
 
     def flow_send(self) -> dict:
         """Boundary rows of ``N S Y`` (the multipliers the projection found)."""
         self.multipliers = self.Y
         self.TY_own = self._T(self.Y)
-        return self._sends(self.TY_own)
+        return self._sends(self.TY_own, "TY")
 
     def flow_correct(self, halos: dict, correct: bool) -> float:
         """``U' = U - A^T Y`` on the local edges (if ``correct``); returns the smallest
         ``c_e / ||u'_e||_*`` over the coupled edges above their capacity (1 if none)."""
         if correct:
-            self.Uc = self.Uc - self.D @ self._ext_of(self.TY_own, halos)
+            self.Uc = self.Uc - self.D @ self._ext_of(self.TY_own, self._halos(halos, "TY"))
         if not self.penalty.is_norm or not self.Uc.shape[0]:
             return 1.0
         usage = self.penalty._dual_norms(self.Uc)
@@ -327,7 +387,7 @@ class Part:
 
     def boundary_W(self) -> dict:
         """The rows of ``W+`` the neighbours need for the edge differences ``D W+``."""
-        return self._sends(self.Wp)
+        return self._sends(self.Wp, "W")
 
     def certify(self, halos: dict, alpha: float, threads: int | None = 1) -> dict:
         """This part's share of :func:`gtvcvx.solvers.certificate.certify_pair` at ``(W+, U')``.
@@ -347,7 +407,7 @@ class Part:
                 if free.any():
                     Uf[free] = penalty._prox_conjugate(Uf[free], 1.0, caps[free])
             V = -(self.Dt @ Uf)
-            Z = self.D @ self._ext_of(self.Wp, halos)
+            Z = self.D @ self._ext_of(self.Wp, self._halos(halos, "W"))
             counted = slice(None) if self.all_counted else self.counted
             node_gaps, node_residual = self.loss.certify_nodes(self.Wp, V)
             edge_gaps = penalty._edge_fenchel_young(Z[counted], Uf[counted], caps[counted])
@@ -413,4 +473,5 @@ class Part:
         names = ("best_W", "best_U", "best_node_gaps", "best_edge_gaps", "best_V")
         self.best = tuple(state[k] for k in names) if names[0] in state else None
         self.omega = None
+        self.inbox = {}  # rows of the interrupted round
         self.set_steps(omega, knorm)

@@ -101,8 +101,9 @@ class _PartsLost(Exception):
 class _Cluster:
     """The parts as Dask actors, with the calls, the relay of boundary rows and the byte count."""
 
-    def __init__(self, client, layouts, sources, penalty, lam, log):
+    def __init__(self, client, layouts, sources, penalty, lam, log, direct: bool = True):
         self.client = client
+        self.direct = direct
         self.layouts = layouts
         self.sources = sources
         self.penalty = penalty
@@ -133,6 +134,11 @@ class _Cluster:
                                         pure=False)
             self.actors[p] = future.result()
             del layout, source
+        if self.direct:  # every part learns its neighbours' (new) actors
+            futures = [actor.connect({q: self.actors[q] for q in self.layouts[p].send})
+                       for p, actor in enumerate(self.actors)]
+            for future in futures:
+                future.result()
 
     def call(self, method: str, per_part=None, **kwargs) -> list:
         """``method`` on every part, in parallel: ``per_part[p]`` is part ``p``'s first argument (a tuple:
@@ -184,7 +190,8 @@ def solve_distributed(problem, tol: float = 1e-6, max_iter: int = 100_000, time_
                       partition=None, checkpoint_dir=None, checkpoint_every: int = 200, method: str = "halpern",
                       eta: float = 0.99, reflection: float = 1.0, primal_weight: float | None = None,
                       adaptive_weight: bool = True, check_every: int | None = None, restart_check: int = 4,
-                      blas_threads: int | None = 1, verbose: bool = False, seed: int = 0) -> GTVResult:
+                      blas_threads: int | None = 1, verbose: bool = False, seed: int = 0,
+                      exchange: str = "direct") -> GTVResult:
     r"""Solve GTV minimization on a Dask cluster, partitioned, with the single-process certificate.
 
     Parameters
@@ -217,13 +224,19 @@ def solve_distributed(problem, tol: float = 1e-6, max_iter: int = 100_000, time_
         about every 10 seconds.
     seed : int
         Seed of the METIS partitioning.
+    exchange : {"direct", "client"}
+        How boundary rows travel: from part to part (worker to worker, default), or relayed by
+        the client (one hop more; for comparison, and for clusters whose workers cannot reach
+        each other).
 
     Returns
     -------
     GTVResult
         As the single-process solver's; ``info`` adds ``backend``, ``n_parts``, ``partition``,
         ``cut_edges``, ``bytes_per_iteration``, ``bytes_total``, ``workers`` and ``faults``
-        (one entry per recovery; the history has a row with ``event = "resumed"`` for each).
+        (one entry per recovery; the history has a row with ``event = "resumed"`` for each),
+        ``rounds`` and ``part_compute_time`` (seconds each part spent in the iteration's
+        phases; the rest of the solve time is communication and the client's decisions).
 
     Notes
     -----
@@ -267,6 +280,8 @@ def solve_distributed(problem, tol: float = 1e-6, max_iter: int = 100_000, time_
         raise ValueError(f"reflection must be in [0, 1], got {reflection!r}")
     if method == "pdhg":
         eta, reflection, adaptive_weight = 1.0, 0.0, False
+    if exchange not in ("direct", "client"):
+        raise ValueError(f"exchange must be 'direct' or 'client', got {exchange!r}")
     if not isinstance(problem, (GTVProblem, SiteProblem)):
         raise TypeError(f"backend='dask' solves a gtvcvx.GTVProblem or a SiteProblem, got {type(problem).__name__}")
     try:
@@ -292,7 +307,7 @@ def solve_distributed(problem, tol: float = 1e-6, max_iter: int = 100_000, time_
             return _solve(problem, graph, client, tol, int(max_iter), time_limit, warm_start, callback, n_parts,
                           partition, checkpoint_dir, int(checkpoint_every), method, float(eta), float(reflection),
                           primal_weight, adaptive_weight, check_every, int(restart_check), blas_threads, verbose,
-                          seed, t_start)
+                          seed, t_start, exchange == "direct")
     finally:
         if owned_cluster is not None:
             client.close()
@@ -339,12 +354,12 @@ def _layout(problem, graph, client, n_parts, partition, seed):
 
 def _solve(problem, graph, client, tol, max_iter, time_limit, warm_start, callback, n_parts, partition,
            checkpoint_dir, checkpoint_every, method, eta, reflection, primal_weight, adaptive_weight, check_every,
-           restart_check, threads, verbose, seed, t_start) -> GTVResult:
+           restart_check, threads, verbose, seed, t_start, direct) -> GTVResult:
     labels, how, sources = _layout(problem, graph, client, n_parts, partition, seed)
     layouts = part_layouts(graph, labels)
     n_parts = len(layouts)
     log = _Log(verbose, tol)
-    cluster = _Cluster(client, layouts, sources, problem.penalty, problem.lam, log)
+    cluster = _Cluster(client, layouts, sources, problem.penalty, problem.lam, log, direct)
     infos = cluster.call("info")
     d = infos[0]["d"]
     constrained = np.zeros(graph.n, dtype=bool)
@@ -490,14 +505,44 @@ def _solve(problem, graph, client, tol, max_iter, time_limit, warm_start, callba
             break
         except _PartsLost as lost:
             if checkpoint is None:
-                status = Status.SOLVER_ERROR
-                message = (f"lost part(s) {lost.parts} at iteration {iteration} ({lost.cause}) and no checkpoint "
-                           f"to resume from (pass checkpoint_dir)")
-                break
-            state = _resume(cluster, certifier, checkpoint, lost, iteration, faults, t_start, eta)
+                return _failed(state, setup_time, t_solve, faults, f"lost part(s) {lost.parts} at iteration "
+                               f"{iteration} ({lost.cause}) and no checkpoint to resume from (pass checkpoint_dir)")
+            if len(faults) >= MAX_RECOVERIES:
+                return _failed(state, setup_time, t_solve, faults, f"lost part(s) {lost.parts} at iteration "
+                               f"{iteration}: gave up after {len(faults)} recoveries")
+            try:
+                state = _resume(cluster, certifier, checkpoint, lost, iteration, faults, t_start, eta)
+            except (_PartsLost, RuntimeError, OSError) as exc:
+                return _failed(state, setup_time, t_solve, faults, f"lost part(s) {lost.parts} at iteration "
+                               f"{iteration} and could not resume from the checkpoint of iteration "
+                               f"{checkpoint[0]}: {exc}")
             log.say(f"lost part(s) {lost.parts} at iteration {iteration}; resumed from the checkpoint of "
                     f"iteration {checkpoint[0]}")
+    try:
+        return _finish(cluster, certifier, layouts, graph, d, has_data, state, status, message, tol, deadline,
+                       setup_time, t_solve, cert_time, n_rounds, faults, infos, how, cut_edges, method, labels)
+    except _PartsLost as lost:
+        return _failed(state, setup_time, t_solve, faults, f"lost part(s) {lost.parts} while gathering the result "
+                       f"({lost.cause})")
 
+
+#: Worker losses one solve recovers from before it gives up (status ``solver_error``).
+MAX_RECOVERIES = 10
+
+
+def _failed(state, setup_time, t_solve, faults, message) -> GTVResult:
+    """A solve that lost parts it could not recover: no iterate, no certificate, the reason."""
+    return GTVResult(status=Status.SOLVER_ERROR, solver="fast", W=None, U=None, primal=float("nan"),
+                     dual=float("nan"), gap=float("inf"), rel_gap=float("inf"), value=float("nan"),
+                     iterations=state["iteration"], setup_time=setup_time, solve_time=time.perf_counter() - t_solve,
+                     residuals={}, history=pd.DataFrame(state["history"]), message=message,
+                     info={"backend": "dask", "faults": faults})
+
+
+def _finish(cluster, certifier, layouts, graph, d, has_data, state, status, message, tol, deadline, setup_time,
+            t_solve, cert_time, n_rounds, faults, infos, how, cut_edges, method, labels) -> GTVResult:
+    """Gather the best certificate's pieces from the parts into one GTVResult."""
+    n_parts = len(layouts)
     solve_time = time.perf_counter() - t_solve
     cert = state["best_cert"]
     if cert is None:
@@ -509,6 +554,9 @@ def _solve(problem, graph, client, tol, max_iter, time_limit, warm_start, callba
     if cert.message and status != Status.OPTIMAL and cert.message not in message:
         message = f"{message}; {cert.message}" if message else cert.message
     pieces = cluster.call("result")
+    final = cluster.call("info")
+    busy = [i["busy"] for i in final]
+    cluster.bytes += sum(i["sent_bytes"] for i in final)  # rows sent part to part (direct exchange)
     W = np.zeros((graph.n, d))
     U = np.zeros((graph.n_edges, d))
     node_gaps = np.zeros(graph.n)
@@ -536,7 +584,8 @@ def _solve(problem, graph, client, tol, max_iter, time_limit, warm_start, callba
                            "cut_edges": cut_edges, "bytes_total": cluster.bytes,
                            "bytes_per_iteration": cluster.bytes / iterations_run,
                            "workers": len({i["pid"] for i in infos}), "faults": faults,
-                           "labels": labels})
+                           "labels": labels,
+                           "part_compute_time": busy})
 
 
 _FLOW_FIELDS = ("conservation", "capacity_scale", "projection_iterations")
@@ -583,7 +632,8 @@ class _Certifier:
         allowance, layouts = self.allowance, self.cluster.layouts
         futures = [self.cluster.actors[p].setup_certificate(
             self.constrained_mask[layouts[p].ext_nodes], allowance.component[layouts[p].own_nodes],
-            allowance.dist_unit[layouts[p].own_nodes], allowance.n_components, allowance.power) for p in parts]
+            allowance.dist_unit[layouts[p].own_nodes], allowance.n_components, allowance.power,
+            self.constrained) for p in parts]
         for future in futures:
             future.result()
 
