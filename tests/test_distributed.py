@@ -272,6 +272,6 @@ def test_scaling_model_states_its_inputs():
     # 0.1 s over 550,000 local edges: 181.8 ns per edge; 200 bytes per cut edge
     assert "181.8 ns per local edge" in text and "cut fraction 0.050" in text and "200 bytes" in text
     line = next(x for x in text.splitlines() if x.startswith("| 0.100"))
-    compute = 0.1 / 550_000 * 1e9 / 64 * 1.1
-    assert f"| {compute:.2f} |" in line
+    compute = 0.1 / 550_000 * 1e9 / 64 * 1.1  # s per iteration of one part's local edges
+    assert abs(float(line.split("|")[2]) - compute) <= 0.006
     assert scaling_model([]) == ""
