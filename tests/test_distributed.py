@@ -145,6 +145,7 @@ def test_site_data_never_reaches_the_client(client, tmp_path, monkeypatch):
     assert os.getpid() not in pids
 
 
+@pytest.mark.slow  # ~12 s: a lost neighbour is declared after the 10 s push timeout
 def test_a_killed_worker_does_not_lose_the_solve(tmp_path, monkeypatch):
     _polish_off(monkeypatch)
     problem = _regression(lam=0.1, m=4)
@@ -229,6 +230,7 @@ def test_site_file_errors_name_the_file(client, tmp_path):
         gtvcvx.solve(sites, backend="dask", client=client)
 
 
+@pytest.mark.slow  # ~12 s: the unreachable scheduler's 10 s connect timeout
 def test_cli_solves_a_spec_on_dask(capsys):
     from gtvcvx.cli import main
 
@@ -246,6 +248,7 @@ def test_cli_solves_a_spec_on_dask(capsys):
     assert "cannot connect" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # ~12 s: a lost neighbour is declared after the 10 s push timeout
 def test_a_lost_worker_without_checkpoints_is_a_status(monkeypatch):
     _polish_off(monkeypatch)
     problem = _regression(lam=0.1, m=4)

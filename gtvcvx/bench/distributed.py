@@ -3,7 +3,9 @@
 Instances: the two-block SBM graphs of ``gtvcvx bench gtv`` (d = 10, m_i = 20 samples per node,
 Norm2, lam = 0.05) with 10^6 and 10^7 edges (``--quick``: 10^5 and 10^6). Every run happens in a
 fresh process (:func:`gtvcvx.bench.harness.run_isolated`), which builds the instance and, for the
-Dask rows, starts the embedded LocalCluster with 1 or 2 single-threaded workers
+Dask rows, writes the METIS parts' data to files that the workers read (a
+:class:`~gtvcvx.solvers.distributed.SiteProblem`: the client keeps only the graph) and starts the
+embedded LocalCluster with 1 or 2 single-threaded workers
 (:func:`gtvcvx.solvers.distributed.local_cluster`).
 
 * **per iteration**: ``--iterations`` Halpern PDHG iterations with one certificate at the end;
@@ -48,6 +50,32 @@ def add_arguments(parser) -> None:
     parser.add_argument("--no-tol-run", action="store_true", help="skip the solves to relative gap 1e-4")
 
 
+def build_sbm_sites(n_nodes: int, n_edges: int, d: int, seed: int, parts: int):
+    """The instance of :func:`gtvcvx.bench.gtv.build_sbm` as a :class:`SiteProblem`: its METIS
+    parts' data written to ``.npz`` files (a temporary folder) that the workers read, so the
+    client process keeps only the graph (at 10^7 edges the client's copy of the data and the
+    workers' together would not fit this machine's memory)."""
+    import tempfile
+
+    import numpy as np
+
+    from ..solvers._partition import partition_graph
+    from ..solvers.distributed import PartData, SiteProblem
+
+    problem = build_sbm(n_nodes, n_edges, d, seed)
+    labels, _ = partition_graph(problem.graph, parts, seed=0)
+    folder = tempfile.mkdtemp(prefix="gtvcvx-bench-sites-")
+    sites = []
+    for p in range(parts):
+        nodes = np.flatnonzero(labels == p)
+        loss = problem.loss.subset(nodes)
+        path = f"{folder}/part{p}.npz"
+        np.savez(path, X=loss.X_all, y=loss.y_all, node=nodes[loss.node_of_sample])
+        sites.append(PartData(nodes=nodes, path=path, loss="squared_error"))
+        del loss
+    return SiteProblem(problem.graph, problem.penalty, problem.lam, sites)
+
+
 def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
@@ -84,7 +112,7 @@ def call_dask(problem, workers: int, iterations: int | None = None, tol: float =
     try:
         with Client(cluster) as client:
             start = time.perf_counter()
-            result = solve(problem, backend="dask", client=client, n_parts=workers, tol=tol,
+            result = solve(problem, backend="dask", client=client, tol=tol,
                            max_iter=iterations or 100_000, check_every=10 ** 9 if iterations else None,
                            exchange=exchange)
             row = _row(result, workers, time.perf_counter() - start)
@@ -92,6 +120,10 @@ def call_dask(problem, workers: int, iterations: int | None = None, tol: float =
             peaks = client.run(_peak_mb)
     finally:
         cluster.close()
+        if getattr(problem, "parts", None):  # the site files build_sbm_sites wrote
+            import shutil
+
+            shutil.rmtree(Path(problem.parts[0].path).parent, ignore_errors=True)
     row["peak_mb"] = max(peaks.values())
     row["client_peak_mb"] = _peak_mb()
     return row
@@ -150,7 +182,8 @@ def run(args) -> int:
             bar.start(label)
             call, kwargs = ((call_single, options) if workers == 0
                             else (call_dask, {"workers": workers, "exchange": exchange, **options}))
-            run_ = run_isolated(label, build_sbm, build, call, kwargs, timeout=args.timeout)
+            builder, build_kwargs = (build_sbm, build) if workers == 0 else (build_sbm_sites, {**build, "parts": workers})
+            run_ = run_isolated(label, builder, build_kwargs, call, kwargs, timeout=args.timeout)
             bar.advance()
             row = {"part": part, "target_edges": n_edges, **(run_.data if run_.ok else
                                                               {"workers": workers, "status": run_.error})}

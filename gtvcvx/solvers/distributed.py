@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import math
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -24,12 +25,12 @@ import pandas as pd
 from .._restart import restart_due, updated_primal_weight
 from .._validation import check_positive_int, check_positive_number, check_time_limit
 from ..graph import Graph
+from ..losses import DOMAIN_RTOL
 from ..penalties import Penalty
 from ..problem import GTVProblem
 from ..results import GTVResult, Status, relative_gap
 from ._dask_part import Part, PartData
 from ._partition import part_layouts, partition_graph
-from ..losses import DOMAIN_RTOL
 from .certificate import (_ROUNDING_FACTOR, UNBOUNDED_RTOL, Certificate, ResidualAllowance,
                           merge_allowance_partials)
 from ._pdhg_common import CHECK_SPACING, IterationInfo, step_norm_estimate, warm_start_parts
@@ -291,15 +292,16 @@ def solve_distributed(problem, tol: float = 1e-6, max_iter: int = 100_000, time_
                           "(or gtvcvx[distributed])") from exc
 
     t_start = time.perf_counter()
+    check_positive_int(n_parts, "n_parts", allow_none=True)
     graph = problem.graph
-    owned_cluster = None
+    owned_cluster = scratch = None
     if client is None:
         cores = os.cpu_count() or 1
         wanted = len(problem.parts) if isinstance(problem, SiteProblem) else (n_parts or cores)
         owned_cluster = local_cluster(max(1, min(int(wanted), cores)))
         client = Client(owned_cluster)
         if checkpoint_dir is None:
-            checkpoint_dir = tempfile.mkdtemp(prefix="gtvcvx-checkpoints-")
+            checkpoint_dir = scratch = tempfile.mkdtemp(prefix="gtvcvx-checkpoints-")
     elif not isinstance(client, Client):
         raise TypeError(f"client must be a dask.distributed.Client, got {type(client).__name__}")
     try:
@@ -312,6 +314,8 @@ def solve_distributed(problem, tol: float = 1e-6, max_iter: int = 100_000, time_
         if owned_cluster is not None:
             client.close()
             owned_cluster.close()
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def local_cluster(n_workers: int):
