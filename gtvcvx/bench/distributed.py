@@ -25,13 +25,18 @@ from __future__ import annotations
 
 import math
 import resource
+import shutil
+import tempfile
 import time
 from pathlib import Path
+
+import numpy as np
 
 from .. import solve
 from ..io import atomic_write_text
 from ..progress import Progress
-from ..solvers.distributed import local_cluster
+from ..solvers._partition import partition_graph
+from ..solvers.distributed import PartData, SiteProblem, local_cluster
 from .gtv import build_sbm
 from .harness import format_table, publish, ratio, run_isolated
 
@@ -55,13 +60,6 @@ def build_sbm_sites(n_nodes: int, n_edges: int, d: int, seed: int, parts: int):
     parts' data written to ``.npz`` files (a temporary folder) that the workers read, so the
     client process keeps only the graph (at 10^7 edges the client's copy of the data and the
     workers' together would not fit this machine's memory)."""
-    import tempfile
-
-    import numpy as np
-
-    from ..solvers._partition import partition_graph
-    from ..solvers.distributed import PartData, SiteProblem
-
     problem = build_sbm(n_nodes, n_edges, d, seed)
     labels, _ = partition_graph(problem.graph, parts, seed=0)
     folder = tempfile.mkdtemp(prefix="gtvcvx-bench-sites-")
@@ -121,8 +119,6 @@ def call_dask(problem, workers: int, iterations: int | None = None, tol: float =
     finally:
         cluster.close()
         if getattr(problem, "parts", None):  # the site files build_sbm_sites wrote
-            import shutil
-
             shutil.rmtree(Path(problem.parts[0].path).parent, ignore_errors=True)
     row["peak_mb"] = max(peaks.values())
     row["client_peak_mb"] = _peak_mb()
@@ -131,8 +127,6 @@ def call_dask(problem, workers: int, iterations: int | None = None, tol: float =
 
 def stream_bandwidth(n: int = 5_000_000, repeats: int = 60) -> float:
     """GB/s of ``c = a + b`` on float64 arrays far larger than the caches (one thread)."""
-    import numpy as np
-
     a, b = np.random.default_rng(0).random((2, n))
     c = np.empty_like(a)
     np.add(a, b, out=c)
@@ -212,8 +206,8 @@ def run(args) -> int:
         "row's (per iteration, or the whole call for the `to_tol` rows, which certify relative gap 1e-4); "
         "efficiency = speedup / workers. part_compute_per_iteration_s: the busiest part's time inside the "
         "iteration's phases (the rest of per_iteration_s is communication, waiting and the client). "
-        "bytes_per_iteration: boundary rows and partial sums, per direction "
-        "through the client. exchange: boundary rows sent part to part (`direct`, the default) or relayed by the "
+        "bytes_per_iteration: boundary rows and partial sums on the wire (a "
+        "row relayed by the client counts twice). exchange: boundary rows sent part to part (`direct`, the default) or relayed by the "
         "client (`client`). peak_mb: the largest worker's peak RSS (single process: its own).", "",
         format_table(rows, columns), ""])
     bandwidth = bandwidth_rows()

@@ -13,7 +13,7 @@ from ..problem import GTVProblem
 from ..results import GTVResult
 from .certificate import Certificate
 
-__all__ = ["IterationInfo", "CHECK_SPACING", "step_norm_estimate", "warm_start_parts"]
+__all__ = ["IterationInfo", "CHECK_SPACING", "step_norm_estimate", "warm_start_parts", "initial_primal_weight"]
 
 
 @dataclass
@@ -80,3 +80,16 @@ def step_norm_estimate(graph, iterations: int = 60, margin: float = 1.05) -> flo
         theta = float(x @ y)
         x = y
     return float(min(1.0, math.sqrt(max(theta, 0.0) / 2.0) * margin))
+
+
+def initial_primal_weight(graph, W: np.ndarray, U: np.ndarray, primal_weight: float | None) -> float:
+    """The starting primal weight ``omega``: the caller's, or the PDLP-style magnitude ratio
+    ``||U|| sqrt(2) / ||W||_deg`` of the start point when it has both parts, else 1."""
+    if primal_weight is None:
+        size_x = math.sqrt(np.einsum("nd,nd->n", W, W) @ np.maximum(graph.degree, 1))
+        size_y = math.sqrt(2.0 * np.einsum("ed,ed->", U, U))
+        return min(max(size_y / size_x, 1e-8), 1e8) if size_x > 0 and size_y > 0 else 1.0
+    omega = float(primal_weight)
+    if not omega > 0:
+        raise ValueError(f"primal_weight must be > 0, got {primal_weight!r}")
+    return omega

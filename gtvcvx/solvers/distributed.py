@@ -33,7 +33,7 @@ from ._dask_part import Part, PartData
 from ._partition import part_layouts, partition_graph
 from .certificate import (_ROUNDING_FACTOR, UNBOUNDED_RTOL, Certificate, ResidualAllowance,
                           merge_allowance_partials)
-from ._pdhg_common import CHECK_SPACING, IterationInfo, step_norm_estimate, warm_start_parts
+from ._pdhg_common import CHECK_SPACING, IterationInfo, initial_primal_weight, step_norm_estimate, warm_start_parts
 
 __all__ = ["SiteProblem", "PartData", "solve_distributed"]
 
@@ -384,15 +384,9 @@ def _solve(problem, graph, client, tol, max_iter, time_limit, warm_start, callba
         W_start = U_start = None
     W_start = np.zeros((graph.n, d)) if W_start is None else W_start
     U_start = np.zeros((graph.n_edges, d)) if U_start is None else U_start
-    if primal_weight is None:
-        deg = np.maximum(graph.degree, 1)
-        size_x = math.sqrt(np.einsum("nd,nd->n", W_start, W_start) @ deg)
-        size_y = math.sqrt(2.0 * np.einsum("ed,ed->", U_start, U_start))
-        omega = min(max(size_y / size_x, 1e-8), 1e8) if size_x > 0 and size_y > 0 else 1.0
-    else:
-        omega = float(primal_weight)
-        if not omega > 0:
-            raise ValueError(f"primal_weight must be > 0, got {primal_weight!r}")
+    if graph.n_edges:  # as the single-process loop: flows outside the capacities are clipped first
+        U_start = problem.penalty.project_conjugate_domain(U_start, problem.lam * graph.weights)
+    omega = initial_primal_weight(graph, W_start, U_start, primal_weight)
     knorm = step_norm_estimate(graph) if method == "halpern" else 1.0
     cluster.call("start", [(W_start[lay.own_nodes], U_start[lay.edge_ids]) for lay in layouts], omega=omega,
                  knorm=knorm, eta=eta)

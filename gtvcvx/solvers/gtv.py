@@ -20,7 +20,7 @@ from ..problem import GTVProblem
 from ..results import GTVResult, Status
 from ._kernels import SparseTimesDense, axpy, scal
 from ._pdhg_common import CHECK_SPACING as _CHECK_SPACING
-from ._pdhg_common import IterationInfo, warm_start_parts
+from ._pdhg_common import IterationInfo, initial_primal_weight, warm_start_parts
 from ._pdhg_common import step_norm_estimate as _step_norm_estimate
 from .certificate import Certificate, FlowProjector, certify_pair
 from .chain import chain_plan, solve_chain
@@ -226,15 +226,7 @@ def _solve(problem, tol, max_iter, time_limit, warm_start, callback, method, eta
     # every capacity is 0) would be amplified by the long steps of decoupled nodes
     U = penalty.project_conjugate_domain(U, caps) if problem.n_edges else U
     deadline = None if time_limit is None else t_start + float(time_limit)
-    if primal_weight is None:
-        # PDLP-style magnitude ratio: from the warm start when it has both parts, else 1
-        size_x = math.sqrt(np.einsum("nd,nd->n", W, W) @ np.maximum(graph.degree, 1))
-        size_y = math.sqrt(2.0 * np.einsum("ed,ed->", U, U))
-        omega = min(max(size_y / size_x, 1e-8), 1e8) if size_x > 0 and size_y > 0 else 1.0
-    else:
-        omega = float(primal_weight)
-    if not omega > 0:
-        raise ValueError(f"primal_weight must be > 0, got {primal_weight!r}")
+    omega = initial_primal_weight(graph, W, U, primal_weight)
     projector = FlowProjector(problem, max_iter=200)  # warm-started: work accumulates across check-points
     check_min, check_fraction = _CHECK_SPACING["cheap" if projector.operator is None else "projection"]
     DtU = Dt @ U
