@@ -102,14 +102,13 @@ class _PartsLost(Exception):
 class _Cluster:
     """The parts as Dask actors, with the calls, the relay of boundary rows and the byte count."""
 
-    def __init__(self, client, layouts, sources, penalty, lam, log, direct: bool = True):
+    def __init__(self, client, layouts, source, penalty, lam, direct: bool = True):
         self.client = client
         self.direct = direct
         self.layouts = layouts
-        self.sources = sources
+        self.source = source  # part -> its Loss or PartData (built when the part is placed)
         self.penalty = penalty
         self.lam = lam
-        self.log = log
         self.bytes = 0
         self.actors = [None] * len(layouts)
         self.place(range(len(layouts)))
@@ -130,7 +129,7 @@ class _Cluster:
         for p in parts:
             worker = [workers[p % len(workers)]]
             # the part's data and layout go straight to its worker (not through the task graph)
-            layout, source = self.client.scatter([self.layouts[p], self.sources[p]], workers=worker, hash=False)
+            layout, source = self.client.scatter([self.layouts[p], self.source(p)], workers=worker, hash=False)
             future = self.client.submit(Part, layout, source, self.penalty, self.lam, actor=True, workers=worker,
                                         pure=False)
             self.actors[p] = future.result()
@@ -339,7 +338,7 @@ def local_cluster(n_workers: int):
 
 def _layout(problem, graph, client, n_parts, partition, seed):
     if isinstance(problem, SiteProblem):
-        return problem.labels, "sites", list(problem.parts)
+        return problem.labels, "sites", problem.parts.__getitem__
     if partition is not None:
         labels = np.asarray(partition)
         if labels.shape != (graph.n,) or not np.issubdtype(labels.dtype, np.integer) or labels.min() < 0:
@@ -352,18 +351,18 @@ def _layout(problem, graph, client, n_parts, partition, seed):
             n_parts = max(1, len(client.scheduler_info()["workers"]))
         check_positive_int(n_parts, "n_parts")
         labels, how = partition_graph(graph, min(int(n_parts), graph.n), seed=seed)
-    sources = [problem.loss.subset(np.flatnonzero(labels == p)) for p in range(int(labels.max()) + 1)]
-    return labels, how, sources
+    # each part's loss is cut out when the part is placed (again after a fault), not kept here
+    return labels, how, lambda p: problem.loss.subset(np.flatnonzero(labels == p))
 
 
 def _solve(problem, graph, client, tol, max_iter, time_limit, warm_start, callback, n_parts, partition,
            checkpoint_dir, checkpoint_every, method, eta, reflection, primal_weight, adaptive_weight, check_every,
            restart_check, threads, verbose, seed, t_start, direct) -> GTVResult:
-    labels, how, sources = _layout(problem, graph, client, n_parts, partition, seed)
+    labels, how, source = _layout(problem, graph, client, n_parts, partition, seed)
     layouts = part_layouts(graph, labels)
     n_parts = len(layouts)
     log = _Log(verbose, tol)
-    cluster = _Cluster(client, layouts, sources, problem.penalty, problem.lam, log, direct)
+    cluster = _Cluster(client, layouts, source, problem.penalty, problem.lam, direct)
     infos = cluster.call("info")
     d = infos[0]["d"]
     constrained = np.zeros(graph.n, dtype=bool)
