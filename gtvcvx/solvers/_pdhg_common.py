@@ -13,7 +13,8 @@ from ..problem import GTVProblem
 from ..results import GTVResult
 from .certificate import Certificate
 
-__all__ = ["IterationInfo", "CHECK_SPACING", "step_norm_estimate", "warm_start_parts", "initial_primal_weight"]
+__all__ = ["IterationInfo", "CHECK_SPACING", "step_norm_estimate", "warm_start_parts", "initial_primal_weight",
+           "uniqueness_note"]
 
 
 @dataclass
@@ -93,3 +94,18 @@ def initial_primal_weight(graph, W: np.ndarray, U: np.ndarray, primal_weight: fl
     if not omega > 0:
         raise ValueError(f"primal_weight must be > 0, got {primal_weight!r}")
     return omega
+
+
+def uniqueness_note(graph, has_data: np.ndarray) -> str:
+    """Say when part of W is not determined: connected components where no node holds data
+    (the loss is 0 there, so any common value of the component's w_i is optimal)."""
+    if has_data.all():
+        return ""
+    labels = graph.components()
+    with_data = np.zeros(graph.n_components, dtype=bool)
+    with_data[labels[has_data]] = True
+    blind = int((~with_data).sum())
+    if blind == 0:
+        return ""
+    return (f"W is not unique on {blind} connected component(s) without any data: any common value of "
+            f"their local models is optimal (returned the value reached from the start point)")

@@ -33,7 +33,8 @@ from ._dask_part import Part, PartData
 from ._partition import part_layouts, partition_graph
 from .certificate import (_ROUNDING_FACTOR, UNBOUNDED_RTOL, Certificate, ResidualAllowance,
                           merge_allowance_partials)
-from ._pdhg_common import CHECK_SPACING, IterationInfo, initial_primal_weight, step_norm_estimate, warm_start_parts
+from ._pdhg_common import (CHECK_SPACING, IterationInfo, initial_primal_weight, step_norm_estimate, uniqueness_note,
+                           warm_start_parts)
 
 __all__ = ["SiteProblem", "PartData", "solve_distributed"]
 
@@ -565,7 +566,7 @@ def _finish(cluster, certifier, layouts, graph, d, has_data, state, status, mess
         edge_gaps[piece["edge_ids"]] = piece["edge_gaps"]
     stationarity = math.sqrt(sum(p["stationarity_sq"] for p in pieces)) / (
         1.0 + math.sqrt(sum(p["divergence_sq"] for p in pieces)))
-    note = _blind_components(graph, has_data)
+    note = uniqueness_note(graph, has_data)
     if note:
         message = f"{message}; {note}" if message else note
     residuals = {**cert.residuals, "stationarity": stationarity}
@@ -747,19 +748,6 @@ def _resume(cluster: _Cluster, certifier, checkpoint, lost: _PartsLost, iteratio
     faults.append(event)
     state["history"].append(dict(event))
     return state
-
-
-def _blind_components(graph: Graph, has_data: np.ndarray) -> str:
-    if has_data.all():
-        return ""
-    labels = graph.components()
-    with_data = np.zeros(graph.n_components, dtype=bool)
-    with_data[labels[has_data]] = True
-    blind = int((~with_data).sum())
-    if blind == 0:
-        return ""
-    return (f"W is not unique on {blind} connected component(s) without any data: any common value of "
-            f"their local models is optimal (returned the value reached from the start point)")
 
 
 class _Log:

@@ -20,7 +20,7 @@ from ..problem import GTVProblem
 from ..results import GTVResult, Status
 from ._kernels import SparseTimesDense, axpy, scal
 from ._pdhg_common import CHECK_SPACING as _CHECK_SPACING
-from ._pdhg_common import IterationInfo, initial_primal_weight, warm_start_parts
+from ._pdhg_common import IterationInfo, initial_primal_weight, uniqueness_note, warm_start_parts
 from ._pdhg_common import step_norm_estimate as _step_norm_estimate
 from .certificate import Certificate, FlowProjector, certify_pair
 from .chain import chain_plan, solve_chain
@@ -425,19 +425,8 @@ def _report_once(result: GTVResult, callback) -> GTVResult:
 
 
 def _uniqueness_note(problem: GTVProblem) -> str:
-    """Say when part of W is not determined: connected components where no node holds data
-    (the loss is 0 there, so any common value of the component's w_i is optimal)."""
-    has_data = problem.loss.has_data
-    if has_data.all():
-        return ""
-    labels = problem.graph.components()
-    with_data = np.zeros(problem.graph.n_components, dtype=bool)
-    with_data[labels[has_data]] = True
-    blind = int((~with_data).sum())
-    if blind == 0:
-        return ""
-    return (f"W is not unique on {blind} connected component(s) without any data: any common value of "
-            f"their local models is optimal (returned the value reached from the start point)")
+    """Say when part of W is not determined (:func:`gtvcvx.solvers._pdhg_common.uniqueness_note`)."""
+    return uniqueness_note(problem.graph, problem.loss.has_data)
 
 
 def _stationarity(problem: GTVProblem, W, U) -> float:
