@@ -30,7 +30,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--parts", type=int, default=None,
                         help="with --backend dask: number of graph parts (default: one per worker)")
     parser.add_argument("--checkpoint-dir", default=None,
-                        help="with --backend dask: where parts checkpoint their state (every worker must reach it)")
+                        help="with --backend dask: where parts checkpoint their state (the client and every worker must reach it)")
 
 
 def summarize(spec, result) -> dict:

@@ -213,9 +213,9 @@ def solve_distributed(problem, tol: float = 1e-6, max_iter: int = 100_000, time_
         The part of every node, instead of METIS.
     checkpoint_dir : path, optional
         Where the parts write their state every ``checkpoint_every`` iterations (a directory
-        every worker can reach). Default: a temporary directory with the embedded
-        LocalCluster, none with a given client (then a lost worker ends the solve with status
-        ``solver_error``).
+        the client and every worker can reach: the parts write, the client renames a complete
+        set into place). Default: a temporary directory with the embedded LocalCluster, none
+        with a given client (then a lost worker ends the solve with status ``solver_error``).
     checkpoint_every : int
         Iterations between checkpoints.
     blas_threads : int or None
