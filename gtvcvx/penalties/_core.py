@@ -165,6 +165,13 @@ class Penalty(ABC):
     #: geometry refuse others with a message naming it (see :mod:`gtvcvx.capabilities`).
     dual_ball: str | None = None
 
+    #: The form of :meth:`_prox_conjugate` row by row, for the fast core's compiled edge pass
+    #: (:mod:`gtvcvx.solvers._edge_kernels`): ``"l2_ball"`` (``u c / max(||u||_2, c)``),
+    #: ``"box"`` (clip to ``[-c, c]``), ``"shrink"`` (``u c / (c + step)``), or None (the pass
+    #: calls :meth:`_prox_conjugate` on the whole array instead). Must agree with
+    #: :meth:`_prox_conjugate` (a contract test checks every registered penalty).
+    conjugate_prox_rows: str | None = None
+
     def dual_ball_radius(self, d: int) -> float:
         """Largest ``||u||_2`` on the unit dual-norm ball in dimension ``d`` (the constant
         ``kappa`` of ``||u||_2 <= kappa ||u||_*``)."""
@@ -251,6 +258,7 @@ class Norm2(Penalty):
     name = "norm2"
     traits = ("norm",)
     dual_ball = "l2"
+    conjugate_prox_rows = "l2_ball"
 
     def dual_direction(self, B) -> np.ndarray:
         B = np.atleast_2d(np.asarray(B, dtype=float))
@@ -309,6 +317,7 @@ class Norm1(Penalty):
     name = "norm1"
     traits = ("norm",)
     dual_ball = "linf"
+    conjugate_prox_rows = "box"
 
     def dual_direction(self, B) -> np.ndarray:
         B = np.atleast_2d(np.asarray(B, dtype=float))
@@ -374,6 +383,7 @@ class SquaredNorm2(Penalty):
     name = "squared_norm2"
     is_norm = False
     traits = ("quadratic", "smooth")
+    conjugate_prox_rows = "shrink"
 
     # coordinates in which phi is ||.||^2 / 2 and phi^* is ||.||^2 / 2 (identity here;
     # QuadraticForm: rows L^T z and L^{-1} u with Q = L L^T); arrays and CVXPY expressions

@@ -41,6 +41,7 @@ class QuadraticForm(SquaredNorm2):
     name = "quadratic_form"
     is_norm = False
     traits = ("quadratic", "smooth")
+    conjugate_prox_rows = None  # a d x d map per row, not SquaredNorm2's scaling
 
     def __init__(self, Q):
         try:

@@ -22,7 +22,8 @@ import scipy.sparse as sp
 from .._threads import blas_threads
 from ..losses import Loss, build_loss
 from ..losses._core import get_loss
-from ._kernels import SparseTimesDense, axpy, scal
+from ._edge_kernels import MOVE_HALPERN, MOVE_NONE, MOVE_RESTART, EdgeSweep
+from ._kernels import axpy, scal
 from ._partition import PartLayout
 from .certificate import allowance_partials, component_grams
 
@@ -126,10 +127,15 @@ class Part:
                           shape=(m, layout.ext_nodes.size))
         D.sort_indices()
         self.D = D
-        self.D_into = SparseTimesDense(D)
         self.Dt = D.T.tocsr()[layout.own_pos]  # divergence rows of the part's own nodes
         self.counted = np.flatnonzero(layout.counted)
         self.all_counted = self.counted.size == m
+        rowmap = np.full(layout.ext_nodes.size, -1, dtype=np.int64)
+        rowmap[layout.own_pos] = np.arange(layout.own_nodes.size)
+        # the dual half-step of the single-process loop, on the part's edges
+        self.sweep = EdgeSweep(layout.edge_ends[:, 0], layout.edge_ends[:, 1], penalty, self.caps,
+                               layout.own_nodes.size, self.d, rowmap=rowmap, counted=layout.counted)
+        self.pending = (MOVE_NONE, 0.0, 0.0, 0.0)  # the move of U, done by the next dual step
         deg = np.maximum(layout.degree, 1).astype(float)
         self.inv_deg = 1.0 / deg
         self.decoupled = (layout.degree == 0) | (self.lam == 0)
@@ -158,9 +164,9 @@ class Part:
         self.DtU = self.Dt @ self.U
         self.W0, self.U0, self.DtU0 = self.W.copy(), self.U.copy(), self.DtU.copy()
         self.Up = np.empty_like(self.U)
-        self.scratch = np.empty_like(self.U)
         self.Wp = self.W
-        self.DtUp = self.DtU
+        self.DtUp = np.empty_like(self.DtU)
+        self.pending = (MOVE_NONE, 0.0, 0.0, 0.0)
         self.eta = float(eta)
         self.set_steps(omega, knorm)
 
@@ -196,17 +202,14 @@ class Part:
         started = time.perf_counter()
         with blas_threads(threads):
             self._fill(self.X, self._halos(halos, "X"))
-            np.copyto(self.Up, self.U)
-            self.D_into(self.ext, self.Up, accumulate=True)
-            self.penalty._prox_conjugate(self.Up, self.sigma, self.caps)
-            self.DtUp = self.Dt @ self.Up
+            move, a, b, rho = self.pending
+            edge_residual = self.sweep(move, self.U, self.Up, self.U0, self.ext, self.sigma, self.DtUp, a, b, rho)
+            self.pending = (MOVE_NONE, 0.0, 0.0, 0.0)
             out = {}
             if residual:
                 dW = self.W - self.Wp
-                np.subtract(self.U, self.Up, out=self.scratch)
-                counted = self.scratch if self.all_counted else self.scratch[self.counted]
                 out["node_diag"] = float(np.einsum("nd,nd->n", dW, dW) @ (1.0 / self.tau))
-                out["edge_diag"] = float(np.vdot(counted, counted))
+                out["edge_diag"] = edge_residual
                 out["cross"] = float(np.vdot(dW, self.DtU - self.DtUp))
             if finite:
                 out["finite"] = bool(np.isfinite(self.DtUp).all())
@@ -223,22 +226,23 @@ class Part:
     def _move(self, move) -> None:
         kind = move[0]
         if kind == "restart":
-            self.W, self.DtU = self.Wp, self.DtUp
-            self.U[...] = self.Up
-            self.W0, self.DtU0 = self.W.copy(), self.DtU.copy()
-            self.U0[...] = self.Up
+            self.W, (self.DtU, self.DtUp) = self.Wp, (self.DtUp, self.DtU)
+            self.W0 = self.W.copy()
+            np.copyto(self.DtU0, self.DtU)
+            self.pending = (MOVE_RESTART, 0.0, 0.0, 0.0)  # U <- U+, U0 <- U+
         elif kind == "halpern":
             k_in_epoch, rho = move[1], move[2]
             a = k_in_epoch / (k_in_epoch + 1.0)
             b = 1.0 - a
             self.W = a * ((1.0 + rho) * self.Wp - rho * self.W) + b * self.W0
-            self.DtU = a * ((1.0 + rho) * self.DtUp - rho * self.DtU) + b * self.DtU0
-            scal(-a * rho, self.U)
-            axpy(self.Up, self.U, a * (1.0 + rho))
-            axpy(self.U0, self.U, b)
+            scal(-a * rho, self.DtU)
+            axpy(self.DtUp, self.DtU, a * (1.0 + rho))
+            axpy(self.DtU0, self.DtU, b)
+            self.pending = (MOVE_HALPERN, a, b, rho)
         else:  # plain PDHG
-            self.W, self.DtU = self.Wp, self.DtUp
+            self.W, (self.DtU, self.DtUp) = self.Wp, (self.DtUp, self.DtU)
             self.U, self.Up = self.Up, self.U
+            self.pending = (MOVE_NONE, 0.0, 0.0, 0.0)
 
     def _fill(self, X_own, halos: dict) -> None:
         self.ext[self.layout.own_pos] = X_own
@@ -451,6 +455,8 @@ class Part:
         the best certificate to ``path`` (an .npz), atomically."""
         if move is not None:
             self._move(move)
+        self.sweep.move(*self.pending[:1], self.U, self.Up, self.U0, *self.pending[1:])  # U as the state has it
+        self.pending = (MOVE_NONE, 0.0, 0.0, 0.0)
         arrays = {name: getattr(self, name) for name in self._STATE}
         if self.best is not None:
             arrays.update(zip(("best_W", "best_U", "best_node_gaps", "best_edge_gaps", "best_V"), self.best))
@@ -468,8 +474,8 @@ class Part:
         for name in self._STATE:
             setattr(self, name, np.ascontiguousarray(state[name]))
         self.Up = np.empty_like(self.U)
-        self.scratch = np.empty_like(self.U)
-        self.DtUp = self.DtU
+        self.DtUp = np.empty_like(self.DtU)
+        self.pending = (MOVE_NONE, 0.0, 0.0, 0.0)
         names = ("best_W", "best_U", "best_node_gaps", "best_edge_gaps", "best_V")
         self.best = tuple(state[k] for k in names) if names[0] in state else None
         self.omega = None

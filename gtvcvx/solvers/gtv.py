@@ -1,7 +1,10 @@
 """The fast core: a restarted, preconditioned primal-dual (PDHG) solver for GTV minimization.
 
-Everything is batched over the ``n x d`` local models and the ``|E| x d`` flows, with sparse
-incidence products; no Python loop runs over nodes or edges.
+Everything is batched over the ``n x d`` local models and the ``|E| x d`` flows; no Python loop
+runs over nodes or edges. The dual half-step (Halpern move of the flows, extrapolated step,
+projection, divergence, residual) is one compiled sweep over the edges plus a scatter-add
+(:mod:`gtvcvx.solvers._edge_kernels`, numba) on problems with at least
+``KERNEL_MIN_ENTRIES`` flow entries, and the same operations in NumPy/SciPy below.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from .._threads import blas_threads as _blas_threads
 from .._validation import check_positive_int, check_positive_number, check_time_limit
 from ..problem import GTVProblem
 from ..results import GTVResult, Status
-from ._kernels import SparseTimesDense, axpy, scal
+from ._edge_kernels import MOVE_HALPERN, MOVE_NONE, MOVE_RESTART, EdgeSweep, incidence_ends
+from ._kernels import axpy, scal
 from ._pdhg_common import CHECK_SPACING as _CHECK_SPACING
 from ._pdhg_common import IterationInfo, initial_primal_weight, uniqueness_note, warm_start_parts
 from ._pdhg_common import step_norm_estimate as _step_norm_estimate
@@ -43,7 +47,7 @@ def _warm_start_arrays(problem: GTVProblem, warm_start):
     W, U = warm_start_parts(problem, warm_start)
     W = np.zeros((problem.n, problem.d)) if W is None else W
     U = np.zeros((problem.n_edges, problem.d)) if U is None else U
-    return W, U
+    return np.ascontiguousarray(W, dtype=float), np.ascontiguousarray(U, dtype=float)
 
 
 def _check_options(tol, max_iter, time_limit, method, eta, reflection, check_every, restart_check):
@@ -217,9 +221,8 @@ def _solve(problem, tol, max_iter, time_limit, warm_start, callback, method, eta
     # ---- setup
     graph, loss, penalty = problem.graph, problem.loss, problem.penalty
     D = graph.incidence
-    Dt = D.T.tocsr()
-    D_into = SparseTimesDense(D)
     caps = np.ascontiguousarray(problem.capacities)
+    sweep = EdgeSweep(*incidence_ends(D), penalty, caps, problem.n, problem.d)  # the dual half-step
     inv_deg = 1.0 / np.maximum(graph.degree, 1).astype(float)
     W, U = _warm_start_arrays(problem, warm_start)
     # a warm-start flow outside the capacities (e.g. from a larger lam, down to lam = 0 where
@@ -229,10 +232,12 @@ def _solve(problem, tol, max_iter, time_limit, warm_start, callback, method, eta
     omega = initial_primal_weight(graph, W, U, primal_weight)
     projector = FlowProjector(problem, max_iter=200)  # warm-started: work accumulates across check-points
     check_min, check_fraction = _CHECK_SPACING["cheap" if projector.operator is None else "projection"]
-    DtU = Dt @ U
+    DtU = D.T @ U
     W0, U0, DtU0 = W.copy(), U.copy(), DtU.copy()
-    Up = np.empty_like(U)  # buffer: U + sigma D (2 W+ - W), then the dual step U+
-    scratch = np.empty_like(U)
+    Up = np.empty_like(U)  # the dual step U+ = prox(U + sigma D (2 W+ - W))
+    DtUp = np.empty_like(DtU)
+    # the Halpern or restart move of U is done by the next iteration's edge pass (one sweep)
+    move, move_weights = MOVE_NONE, (0.0, 0.0, 0.0)
     setup_time = time.perf_counter() - t_start
 
     # Nodes without edges (or every node when lam = 0, where the flows stay 0) are decoupled:
@@ -270,17 +275,14 @@ def _solve(problem, tol, max_iter, time_limit, warm_start, callback, method, eta
     for iteration in range(1, max_iter + 1):
         # ---- one PDHG step T(z) = (W+, U+)
         Wp = loss.prox_warm(W - tau_col * DtU, tau, Wp)
-        np.copyto(Up, U)
-        D_into(sigma * (2.0 * Wp - W), Up, accumulate=True)  # U + sigma D (2 W+ - W)
-        penalty._prox_conjugate(Up, sigma, caps)
-        DtUp = Dt @ Up
+        a, b, rho = move_weights
+        edge_residual = sweep(move, U, Up, U0, sigma * (2.0 * Wp - W), sigma, DtUp, a, b, rho)
 
         # ---- fixed-point residual ||z - T(z)||_P: restart test, and certificate trigger
         restart = False
         if k_in_epoch % restart_check == 0:
             dW = W - Wp
-            np.subtract(U, Up, out=scratch)
-            diagonal = np.einsum("nd,nd->n", dW, dW) @ (1.0 / tau) + float(np.vdot(scratch, scratch)) / sigma
+            diagonal = np.einsum("nd,nd->n", dW, dW) @ (1.0 / tau) + edge_residual / sigma
             cross = 2.0 * float(np.vdot(dW, DtU - DtUp))
             if knorm < 1.0 and cross > 0.98 * diagonal:
                 # the enlarged steps make the PDHG metric (nearly) indefinite along the
@@ -367,10 +369,10 @@ def _solve(problem, tol, max_iter, time_limit, warm_start, callback, method, eta
                     omega = updated
                     tau, sigma = steps(omega)
                     tau_col = tau[:, None]
-            W, DtU = Wp, DtUp
-            U[...] = Up
-            W0, DtU0 = W.copy(), DtU.copy()
-            U0[...] = Up
+            W, (DtU, DtUp) = Wp, (DtUp, DtU)
+            W0 = W.copy()
+            np.copyto(DtU0, DtU)
+            move = MOVE_RESTART  # U <- U+, U0 <- U+
             restarts += 1
             k_in_epoch = 0
             r_epoch0 = r_prev = None
@@ -379,13 +381,14 @@ def _solve(problem, tol, max_iter, time_limit, warm_start, callback, method, eta
             a = k_in_epoch / (k_in_epoch + 1.0)
             b = 1.0 - a
             W = a * ((1.0 + reflection) * Wp - reflection * W) + b * W0
-            DtU = a * ((1.0 + reflection) * DtUp - reflection * DtU) + b * DtU0
-            scal(-a * reflection, U)
-            axpy(Up, U, a * (1.0 + reflection))
-            axpy(U0, U, b)
+            scal(-a * reflection, DtU)
+            axpy(DtUp, DtU, a * (1.0 + reflection))
+            axpy(DtU0, DtU, b)
+            move, move_weights = MOVE_HALPERN, (a, b, reflection)  # U <- a((1+rho) U+ - rho U) + b U0
         else:
-            W, DtU = Wp, DtUp
+            W, (DtU, DtUp) = Wp, (DtUp, DtU)
             U, Up = Up, U
+            move = MOVE_NONE
 
     if best is None:
         cert = certify_pair(problem, Wp, Up, projector=projector, deadline=deadline)

@@ -1,0 +1,279 @@
+r"""The fast core's fused edge pass: one sweep over the ``|E| x d`` flows per iteration.
+
+An iteration of the Halpern PDHG loop touches the flows in six places: the Halpern (or restart)
+move of ``U``, the extrapolated step ``U + sigma D X``, the projection ``prox_{sigma G*}``, the
+divergence ``D^T U+`` and, every few iterations, the fixed-point residual ``||U - U+||``. With
+NumPy and SciPy each is a separate pass over arrays far larger than the caches (about 17 array
+sweeps per iteration); :func:`edge_pass` does all but the divergence edge by edge in one sweep
+(read ``U``, ``U+``, ``U0``; write ``U``, ``U+``) and :func:`edge_scatter` the divergence in a
+second: ``D`` has exactly one ``+1`` and one ``-1`` per row, so ``D X`` is a gather
+``X[head] - X[tail]`` and ``D^T U+`` a scatter-add.
+
+The projection is the penalty's declared :attr:`gtvcvx.penalties.Penalty.conjugate_prox_rows`
+(``"l2_ball"``, ``"box"``, ``"shrink"``); a penalty without one is projected by its own
+``_prox_conjugate`` between :func:`edge_pass` (with ``project=False``) and :func:`edge_scatter`.
+
+The functions are plain Python; :func:`_load` returns them compiled by numba (on first use,
+cached on disk when the package directory is writable), so ``import gtvcvx`` does not load numba.
+
+References
+----------
+.. [1] J. D. McCalpin, "Memory bandwidth and machine balance in current high performance
+   computers", IEEE TCCA Newsletter, 1995 (the STREAM triad, the bound these sweeps are held to).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = ["MOVE_NONE", "MOVE_HALPERN", "MOVE_RESTART", "PROJECTIONS", "EdgeSweep", "KERNEL_MIN_ENTRIES", "incidence_ends"]
+
+#: How :func:`edge_pass` obtains the current flow ``z = U`` before the step.
+MOVE_NONE, MOVE_HALPERN, MOVE_RESTART = 0, 1, 2
+
+#: Row projections :func:`edge_pass` runs, by the name a penalty declares.
+PROJECTIONS = {"l2_ball": 1, "box": 2, "shrink": 3}
+
+
+def edge_pass(move, a, b, rho, U, Up, U0, X, head, tail, caps, sigma, projection, counted):
+    r"""Move the flows and take the dual step, in one sweep over the edges.
+
+    Parameters
+    ----------
+    move : int
+        ``MOVE_NONE``: ``U`` is the current point. ``MOVE_HALPERN``:
+        ``U <- a ((1 + rho) U+ - rho U) + b U0`` first. ``MOVE_RESTART``: ``U <- U+``, ``U0 <- U+``.
+    a, b, rho : float
+        Halpern weights (``MOVE_HALPERN`` only).
+    U, Up, U0 : (m, d) float64 arrays
+        Current flows, last step's output (overwritten by this step's), anchor.
+    X : (n, d) float64 array
+        ``sigma (2 W+ - W)`` at every node the edges touch.
+    head, tail : (m,) int64 arrays
+        The ``+1`` and ``-1`` column of each row of the incidence matrix.
+    caps : (m,) float64 array
+        Capacities ``c_e`` (the projection's scale).
+    sigma : float
+        Dual step (``"shrink"`` only: ``u c / (c + sigma)``).
+    projection : int
+        0: none (``Up`` is left unprojected), else a value of :data:`PROJECTIONS`.
+    counted : (m,) or (0,) uint8 array
+        Edges whose residual terms count (empty: all).
+
+    Returns
+    -------
+    float
+        ``sum_e ||u_e - u+_e||^2`` over the counted edges (0 when ``projection = 0``).
+
+    Notes
+    -----
+    The divergence ``D^T U+`` is a second sweep (:func:`edge_scatter`): measured at 10^6 edges,
+    interleaving its random read-modify-writes with this sweep's random reads of ``X`` costs more
+    than reading ``U+`` once more (90 ms fused against 55 ms in two sweeps).
+    """
+    m, d = U.shape
+    gain = a * (1.0 + rho)
+    keep = -a * rho
+    all_counted = counted.shape[0] == 0
+    residual = 0.0
+    for e in range(m):
+        h = head[e]
+        t = tail[e]
+        sq = 0.0
+        if move == 1:
+            for k in range(d):
+                z = (keep * U[e, k] + gain * Up[e, k]) + b * U0[e, k]
+                U[e, k] = z
+                v = (z + X[h, k]) - X[t, k]
+                Up[e, k] = v
+                sq += v * v
+        elif move == 2:
+            for k in range(d):
+                z = Up[e, k]
+                U[e, k] = z
+                U0[e, k] = z
+                v = (z + X[h, k]) - X[t, k]
+                Up[e, k] = v
+                sq += v * v
+        else:
+            for k in range(d):
+                v = (U[e, k] + X[h, k]) - X[t, k]
+                Up[e, k] = v
+                sq += v * v
+        if projection == 0:
+            continue
+        c = caps[e]
+        re = 0.0
+        if projection == 2:
+            for k in range(d):
+                v = min(max(Up[e, k], -c), c)
+                Up[e, k] = v
+                r = U[e, k] - v
+                re += r * r
+        else:
+            f = 1.0
+            if projection == 1:
+                if sq > c * c:
+                    f = c / np.sqrt(sq)
+            else:
+                f = c / (c + sigma)
+            for k in range(d):
+                v = Up[e, k] * f
+                Up[e, k] = v
+                r = U[e, k] - v
+                re += r * r
+        if all_counted or counted[e] != 0:
+            residual += re
+    return residual
+
+
+def edge_scatter(U, Up, head, tail, rowmap, counted, DtUp, with_residual):
+    """``DtUp <- D^T U+`` and, when ``with_residual``, the residual sum of :func:`edge_pass` (for a
+    projection done outside it). ``rowmap`` (empty: identity) maps a column of ``D`` to its row of
+    ``DtUp``, ``-1`` for columns without one (a part's halo nodes)."""
+    m, d = Up.shape
+    mapped = rowmap.shape[0] > 0
+    DtUp[:, :] = 0.0
+    for e in range(m):
+        h = head[e]
+        t = tail[e]
+        if mapped:
+            h = rowmap[h]
+            t = rowmap[t]
+        if h >= 0:
+            for k in range(d):
+                DtUp[h, k] += Up[e, k]
+        if t >= 0:
+            for k in range(d):
+                DtUp[t, k] -= Up[e, k]
+    residual = 0.0
+    if with_residual:
+        all_counted = counted.shape[0] == 0
+        for e in range(m):
+            if all_counted or counted[e] != 0:
+                for k in range(d):
+                    r = U[e, k] - Up[e, k]
+                    residual += r * r
+    return residual
+
+
+def incidence_ends(D) -> tuple[np.ndarray, np.ndarray]:
+    """``(head, tail)``: the columns of the ``+1`` and the ``-1`` of each row of an incidence matrix.
+
+    Raises ValueError unless every row of the CSR matrix ``D`` has exactly one ``+1`` and one ``-1``.
+    """
+    D = D.tocsr()
+    m = D.shape[0]
+    if not (np.array_equal(np.diff(D.indptr), np.full(m, 2)) and np.array_equal(np.sort(D.data.reshape(m, 2), axis=1),
+                                                                             np.tile([-1.0, 1.0], (m, 1)))):
+        raise ValueError("an incidence matrix needs one +1 and one -1 in every row")
+    cols = D.indices.reshape(m, 2)
+    plus_first = D.data.reshape(m, 2)[:, 0] > 0
+    head = np.where(plus_first, cols[:, 0], cols[:, 1]).astype(np.int64)
+    tail = np.where(plus_first, cols[:, 1], cols[:, 0]).astype(np.int64)
+    return head, tail
+
+
+#: Flow entries (``|E| d``) from which :class:`EdgeSweep` runs the compiled kernels: below it
+#: loading numba (about 0.6 s in a fresh process) costs more than the kernels save.
+KERNEL_MIN_ENTRIES = 1 << 20
+
+
+class EdgeSweep:
+    """The dual half of a PDHG iteration for one problem (or one part of it): move the flows,
+    step, project, divergence and residual.
+
+    Parameters
+    ----------
+    head, tail : (m,) int arrays
+        :func:`incidence_ends` of the incidence matrix.
+    penalty : Penalty
+    caps : (m,) float array
+        Capacities ``c_e``.
+    n_rows : int
+        Rows of the divergence ``D^T U+`` (the graph's nodes, or a part's own nodes).
+    rowmap : (n_cols,) int array, optional
+        Row of ``D^T U+`` of each column of ``D``, ``-1`` where none (default: the identity).
+    counted : (m,) bool array, optional
+        Edges whose residual terms count (default all).
+    compiled : bool, optional
+        Use the numba kernels (:func:`edge_pass`, :func:`edge_scatter`); default: when
+        ``m d >= KERNEL_MIN_ENTRIES``. Otherwise the same operations with NumPy and a sparse
+        product (identical up to rounding).
+    """
+
+    def __init__(self, head, tail, penalty, caps, n_rows: int, d: int, rowmap=None, counted=None,
+                 compiled: bool | None = None):
+        rows = penalty.conjugate_prox_rows
+        if rows is not None and rows not in PROJECTIONS:
+            raise ValueError(f"penalty '{penalty.name}' declares conjugate_prox_rows = {rows!r}; expected one of "
+                             f"{sorted(PROJECTIONS)} or None")
+        self.projection = PROJECTIONS.get(rows, 0)
+        self.penalty = penalty
+        self.head = np.ascontiguousarray(head, dtype=np.int64)
+        self.tail = np.ascontiguousarray(tail, dtype=np.int64)
+        self.caps = np.ascontiguousarray(caps, dtype=float)
+        self.rowmap = np.zeros(0, np.int64) if rowmap is None else np.ascontiguousarray(rowmap, dtype=np.int64)
+        self.counted = (np.zeros(0, np.uint8) if counted is None or np.all(counted)
+                        else np.ascontiguousarray(counted, dtype=np.uint8))
+        m = self.head.size
+        self.compiled = m * d >= KERNEL_MIN_ENTRIES if compiled is None else bool(compiled)
+        if self.compiled:
+            self._pass, self._scatter = _load()
+        else:
+            rowmap = np.arange(int(n_rows)) if rowmap is None else self.rowmap
+            rows_h, rows_t = rowmap[self.head], rowmap[self.tail]
+            keep_h, keep_t = rows_h >= 0, rows_t >= 0
+            edge_ids = np.arange(m)
+            self._divergence = sp.csr_matrix(
+                (np.concatenate([np.ones(keep_h.sum()), -np.ones(keep_t.sum())]),
+                 (np.concatenate([rows_h[keep_h], rows_t[keep_t]]),
+                  np.concatenate([edge_ids[keep_h], edge_ids[keep_t]]))), shape=(int(n_rows), m))
+            self._counted_ids = None if self.counted.size == 0 else np.flatnonzero(self.counted)
+
+    def __call__(self, move: int, U, Up, U0, X, sigma: float, DtUp, a: float = 0.0, b: float = 0.0,
+                 rho: float = 0.0) -> float:
+        """One dual half-step in place: ``U`` moved (``move``), ``Up = prox(U + sigma D X)``,
+        ``DtUp = D^T Up``; returns the residual ``sum_e ||u_e - u+_e||^2`` over the counted edges."""
+        if not self.compiled:
+            return self._numpy(move, U, Up, U0, X, sigma, DtUp, a, b, rho)
+        residual = self._pass(move, a, b, rho, U, Up, U0, X, self.head, self.tail, self.caps, float(sigma),
+                              self.projection, self.counted)
+        if not self.projection:
+            self.penalty._prox_conjugate(Up, sigma, self.caps)
+        outside = self._scatter(U, Up, self.head, self.tail, self.rowmap, self.counted, DtUp, not self.projection)
+        return residual if self.projection else outside
+
+    @staticmethod
+    def move(move: int, U, Up, U0, a: float = 0.0, b: float = 0.0, rho: float = 0.0) -> None:
+        """Only the move of :meth:`__call__` (in place on ``U`` and ``U0``), e.g. before a checkpoint."""
+        if move == MOVE_HALPERN:
+            U *= -a * rho
+            U += (a * (1.0 + rho)) * Up
+            U += b * U0
+        elif move == MOVE_RESTART:
+            U[...] = Up
+            U0[...] = Up
+
+    def _numpy(self, move, U, Up, U0, X, sigma, DtUp, a, b, rho) -> float:
+        self.move(move, U, Up, U0, a, b, rho)
+        np.subtract(X[self.head], X[self.tail], out=Up)
+        Up += U
+        self.penalty._prox_conjugate(Up, sigma, self.caps)
+        DtUp[...] = self._divergence @ Up
+        diff = U - Up if self._counted_ids is None else U[self._counted_ids] - Up[self._counted_ids]
+        return float(np.vdot(diff, diff))
+
+
+@cache
+def _load():
+    """``(edge_pass, edge_scatter)`` compiled by numba (imported here: a lazily loaded backend)."""
+    try:
+        import numba
+    except ImportError as exc:  # pragma: no cover - numba is a dependency
+        raise ImportError("the fast core's edge kernels need numba (pip install numba)") from exc
+    jit = numba.njit(cache=True, nogil=True, fastmath=False, boundscheck=False)
+    return jit(edge_pass), jit(edge_scatter)

@@ -1,0 +1,150 @@
+"""The compiled kernels of the fast core: the fused edge pass and the low-rank quadratic prox.
+
+Each kernel is checked against the NumPy/SciPy operations it replaces (which the small problems of
+the other tests run), and the solver with the kernels forced on is checked against CLARABEL.
+"""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import gtvcvx as g
+import gtvcvx.losses._compiled as loss_kernels
+import gtvcvx.solvers._edge_kernels as edge_kernels
+from conftest import make_problem
+from gtvcvx.reference import solve_primal
+from gtvcvx.solvers._edge_kernels import MOVE_HALPERN, MOVE_NONE, MOVE_RESTART, EdgeSweep, incidence_ends
+
+PENALTY_CASES = {
+    "norm2": g.Norm2(),
+    "norm1": g.Norm1(),
+    "squared_norm2": g.SquaredNorm2(),
+    "quadratic_form": g.QuadraticForm(np.array([[2.0, 0.3, 0.0], [0.3, 1.0, 0.1], [0.0, 0.1, 0.5]])),
+    "group_norm2": g.GroupNorm2(groups=[0, 0, 1]),
+}
+
+
+def _edges(rng, n_cols, m):
+    """Random edges between ``n_cols`` nodes, end points in either order, no self loops."""
+    a = rng.integers(0, n_cols, size=m)
+    b = (a + rng.integers(1, n_cols, size=m)) % n_cols
+    return a, b
+
+
+@pytest.mark.parametrize("name", sorted(PENALTY_CASES))
+@pytest.mark.parametrize("move", [MOVE_NONE, MOVE_HALPERN, MOVE_RESTART])
+@pytest.mark.parametrize("part", [False, True])
+def test_compiled_sweep_matches_numpy(name, move, part):
+    """Moves, step, projection, divergence and residual agree with the NumPy path to rounding;
+    ``part``: a part's view (halo columns without divergence rows, some edges not counted)."""
+    penalty = PENALTY_CASES[name]
+    rng = np.random.default_rng(7)
+    n_cols, m, d = 30, 200, 3
+    head, tail = _edges(rng, n_cols, m)
+    caps = rng.uniform(0.0, 1.0, size=m)
+    caps[::17] = 0.0  # edges without capacity
+    rowmap, counted, n_rows = None, None, n_cols
+    if part:
+        own = np.sort(rng.choice(n_cols, size=18, replace=False))
+        rowmap = np.full(n_cols, -1)
+        rowmap[own] = np.arange(own.size)
+        counted, n_rows = rng.random(m) < 0.6, own.size
+    state = [rng.normal(size=(m, d)) for _ in range(3)]  # U, U+, U0
+    X = rng.normal(size=(n_cols, d))
+    outs = []
+    for compiled in (False, True):
+        U, Up, U0 = (a.copy() for a in state)
+        DtUp = np.full((n_rows, d), np.nan)
+        sweep = EdgeSweep(head, tail, penalty, caps, n_rows, d, rowmap=rowmap, counted=counted, compiled=compiled)
+        assert sweep.compiled is compiled
+        residual = sweep(move, U, Up, U0, X, 0.4, DtUp, 0.75, 0.25, 0.9)
+        outs.append((U, Up, U0, DtUp, residual))
+    for x, y in zip(outs[0], outs[1]):
+        np.testing.assert_allclose(y, x, rtol=1e-12, atol=1e-12)
+    U, Up, U0, DtUp, residual = outs[1]
+    # the reference operations written out: move, step, projection, divergence, residual
+    Ur, Upr, U0r = (a.copy() for a in state)
+    if move == MOVE_HALPERN:
+        Ur = 0.75 * (1.9 * Upr - 0.9 * Ur) + 0.25 * U0r
+    elif move == MOVE_RESTART:
+        Ur, U0r = Upr.copy(), Upr.copy()
+    D = sp.csr_matrix((np.tile([1.0, -1.0], m), (np.repeat(np.arange(m), 2), np.column_stack([head, tail]).ravel())),
+                      shape=(m, n_cols))
+    step = penalty._prox_conjugate(Ur + D @ X, 0.4, caps)
+    Dt = D.T.tocsr() if rowmap is None else D.T.tocsr()[np.flatnonzero(rowmap >= 0)]
+    np.testing.assert_allclose(U, Ur, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(U0, U0r, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(Up, step, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(DtUp, Dt @ step, rtol=1e-12, atol=1e-12)
+    mask = np.ones(m, bool) if counted is None else counted
+    assert residual == pytest.approx(float(np.sum((Ur - step)[mask] ** 2)), rel=1e-12)
+
+
+def test_declared_row_projection_is_the_penalty_prox():
+    """The contract behind ``conjugate_prox_rows``: the kernel's row projection of a declaring
+    penalty is its ``_prox_conjugate`` (zero capacities, rows inside and outside the ball)."""
+    rng = np.random.default_rng(3)
+    m, d = 400, 4
+    head, tail = _edges(rng, 50, m)
+    caps = rng.uniform(0.0, 2.0, size=m)
+    caps[::9] = 0.0
+    declaring = [cls() for cls in (g.Norm2, g.Norm1, g.SquaredNorm2)]
+    assert [p.conjugate_prox_rows for p in declaring] == ["l2_ball", "box", "shrink"]
+    for penalty in declaring:
+        U = rng.normal(size=(m, d)) * rng.uniform(0.0, 3.0, size=(m, 1))
+        Up = np.empty_like(U)
+        EdgeSweep(head, tail, penalty, caps, 50, d, compiled=True)(MOVE_NONE, U.copy(), Up, U.copy(),
+                                                                   np.zeros((50, d)), 0.3, np.empty((50, d)))
+        np.testing.assert_allclose(Up, penalty._prox_conjugate(U.copy(), 0.3, caps), rtol=1e-14, atol=1e-15)
+    assert g.QuadraticForm(np.eye(d)).conjugate_prox_rows is None  # a d x d map per row
+
+
+def test_sweep_refusals():
+    class Odd(g.Norm2):
+        conjugate_prox_rows = "ellipsoid"
+
+    with pytest.raises(ValueError, match=r"conjugate_prox_rows = 'ellipsoid'.*'box', 'l2_ball', 'shrink'"):
+        EdgeSweep(np.array([0]), np.array([1]), Odd(), np.ones(1), 2, 1)
+    with pytest.raises(ValueError, match="one \\+1 and one -1 in every row"):
+        incidence_ends(sp.csr_matrix(np.array([[1.0, 1.0, 0.0]])))
+    head, tail = incidence_ends(g.graphs.chain(4).incidence)
+    np.testing.assert_array_equal(np.column_stack([head, tail]), g.graphs.chain(4).edges)
+
+
+def test_size_rule_picks_the_kernels():
+    rng = np.random.default_rng(0)
+    head, tail = _edges(rng, 10, 20)
+    assert not EdgeSweep(head, tail, g.Norm2(), np.ones(20), 10, 3).compiled  # small: no numba load
+    big = edge_kernels.KERNEL_MIN_ENTRIES // 3 + 1
+    head, tail = _edges(rng, 1000, big)
+    assert EdgeSweep(head, tail, g.Norm2(), np.ones(big), 1000, 3).compiled
+
+
+@pytest.mark.parametrize("m", [None, 1])  # mixed m_i (some < d, some nodes without data); one sample each
+def test_lowrank_prox_kernel_matches_numpy(monkeypatch, m):
+    problem = make_problem("squared_error", "norm2", seed=4, sizes=(20, 20), d=5, m=m)
+    loss = problem.loss
+    rng = np.random.default_rng(1)
+    V, step = rng.normal(size=(loss.n, loss.d)) * 10, rng.uniform(0.01, 5.0, size=loss.n)
+    monkeypatch.setattr(loss_kernels, "MIN_ENTRIES", 1 << 60)
+    expected = loss.prox(V, step)
+    monkeypatch.setattr(loss_kernels, "MIN_ENTRIES", 0)
+    got = loss.prox(np.asfortranarray(V), step)  # any memory layout
+    np.testing.assert_allclose(got, expected, rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("penalty", ["norm2", "norm1", "squared_norm2"])
+def test_solver_with_kernels_matches_clarabel(monkeypatch, penalty):
+    """The whole loop with the compiled kernels forced on: optimal, honest, CLARABEL's objective,
+    and the iterates of the NumPy path (same iterations, W to 1e-9)."""
+    problem = make_problem("squared_error", penalty, seed=2, sizes=(5, 5), d=3, lam=0.3)
+    numpy_path = g.solve(problem, method="halpern", tol=1e-8)
+    monkeypatch.setattr(edge_kernels, "KERNEL_MIN_ENTRIES", 0)
+    monkeypatch.setattr(loss_kernels, "MIN_ENTRIES", 0)
+    fast = g.solve(problem, method="halpern", tol=1e-8)
+    ref = solve_primal(problem, "CLARABEL", tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+    assert fast.status == "optimal" and fast.rel_gap <= 1e-8
+    assert abs(fast.primal - ref.primal) <= 1e-7 * (1 + abs(ref.primal))
+    assert fast.gap >= fast.primal - ref.primal - 1e-10 * (1 + abs(ref.primal))
+    assert fast.iterations == numpy_path.iterations
+    np.testing.assert_allclose(fast.W, numpy_path.W, atol=1e-9)
