@@ -278,3 +278,18 @@ def test_scaling_model_states_its_inputs():
     compute = 0.1 / 550_000 * 1e9 / 64 * 1.1  # s per iteration of one part's local edges
     assert abs(float(line.split("|")[2]) - compute) <= 0.006
     assert scaling_model([]) == ""
+
+
+def test_bench_rows_are_medians_of_alternating_runs():
+    from gtvcvx.bench.distributed import bytes_bound, median_rows
+
+    base = {"part": "per_iteration", "target_edges": 10, "workers": 2, "exchange": "direct"}
+    runs = [dict(base, per_iteration_s=t, wall_s=w) for t, w in ((3.0, 30), (1.0, 10), (2.0, 20), (float("nan"), 0))]
+    runs.append({"part": "per_iteration", "target_edges": 10, "workers": 0, "exchange": None, "per_iteration_s": 5.0})
+    rows = median_rows(runs)
+    two = next(r for r in rows if r["workers"] == 2)
+    assert two["per_iteration_s"] == 2.0 and two["wall_s"] == 20  # the median run, whole (lower middle of 3 finite)
+    assert two["per_iteration_runs"] == "3 1 2 nan"
+    assert next(r for r in rows if r["workers"] == 0)["per_iteration_runs"] == "5"
+    # 5 |E| d + n d (r + 8) doubles
+    assert bytes_bound(100, 1000, 10) == 8.0 * (5 * 1000 * 10 + 100 * 10 * 18)

@@ -53,6 +53,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--iterations", type=int, default=40, help="iterations per timing run (default 40)")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per isolated run (default 3600)")
     parser.add_argument("--no-tol-run", action="store_true", help="skip the solves to relative gap 1e-4")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="timing runs per configuration, alternating between configurations; rows report the "
+                             "median (default 1)")
 
 
 def build_sbm_sites(n_nodes: int, n_edges: int, d: int, seed: int, parts: int):
@@ -125,6 +128,29 @@ def call_dask(problem, workers: int, iterations: int | None = None, tol: float =
     return row
 
 
+def median_rows(rows: list[dict]) -> list[dict]:
+    """One row per configuration: the run with the median ``per_iteration_s`` (the lower middle of an
+    even count), with every run's time in ``per_iteration_runs``."""
+    groups: dict = {}
+    for row in rows:
+        groups.setdefault((row["part"], row["target_edges"], row.get("workers"), row.get("exchange")), []).append(row)
+    out = []
+    for runs in groups.values():
+        times = [r.get("per_iteration_s", float("nan")) for r in runs]
+        ordered = sorted(range(len(runs)), key=lambda i: (not math.isfinite(times[i]), times[i]))
+        row = dict(runs[ordered[(len(runs) - 1) // 2]])
+        row["per_iteration_runs"] = " ".join(f"{t:.4g}" for t in times)
+        out.append(row)
+    return out
+
+
+def bytes_bound(n: int, n_edges: int, d: int, rank: int = 10) -> float:
+    """Bytes one Halpern PDHG iteration must move: the flows ``U``, ``U+``, ``U0`` read and ``U``,
+    ``U+`` written (``5 |E| d`` doubles), and about ``n d (r + 8)`` doubles of node arrays and
+    loss factors (``W``, ``W+``, ``W0``, ``D^T U`` and its anchors, the step, ``Q``)."""
+    return 8.0 * (5 * n_edges * d + n * d * (rank + 8))
+
+
 def stream_bandwidth(n: int = 5_000_000, repeats: int = 60) -> float:
     """GB/s of ``c = a + b`` on float64 arrays far larger than the caches (one thread)."""
     a, b = np.random.default_rng(0).random((2, n))
@@ -153,8 +179,9 @@ def _jobs(args):
     sizes = QUICK_SIZES if args.quick else SIZES
     for n_edges in sizes:
         build = {"n_nodes": max(1000, n_edges // 10), "n_edges": n_edges, "d": 10, "seed": 0}
-        for workers, exchange in ((0, None), (1, "direct"), (2, "direct"), (2, "client")):
-            yield "per_iteration", n_edges, workers, build, {"iterations": args.iterations, "exchange": exchange}
+        for _ in range(args.repeats):  # alternating: one run of every configuration, then again
+            for workers, exchange in ((0, None), (1, "direct"), (2, "direct"), (2, "client")):
+                yield "per_iteration", n_edges, workers, build, {"iterations": args.iterations, "exchange": exchange}
     if not args.no_tol_run:
         n_edges = sizes[0]
         build = {"n_nodes": max(1000, n_edges // 10), "n_edges": n_edges, "d": 10, "seed": 0}
@@ -165,6 +192,8 @@ def _jobs(args):
 def run(args) -> int:
     if args.iterations < 1:
         raise ValueError(f"--iterations must be >= 1, got {args.iterations}")
+    if args.repeats < 1:
+        raise ValueError(f"--repeats must be >= 1, got {args.repeats}")
     jobs = list(_jobs(args))
     rows = []
     bar = Progress(len(jobs))
@@ -186,6 +215,13 @@ def run(args) -> int:
                      f"{row.get('status')}")
     finally:
         bar.close()
+    rows = median_rows(rows)
+    bandwidth = bandwidth_rows()
+    for row in rows:
+        if row.get("workers") == 0 and row["part"] == "per_iteration" and row.get("n_edges"):
+            bound = bytes_bound(row["n"], row["n_edges"], 10) / (bandwidth[0]["GB_s_each"] * 1e9)
+            row["bytes_bound_s"] = bound
+            row["x_bound"] = ratio(row.get("per_iteration_s"), bound)
     for row in rows:
         base = next((r for r in rows if r["part"] == row["part"] and r["target_edges"] == row["target_edges"]
                      and r.get("workers") == 0), None)
@@ -194,12 +230,13 @@ def run(args) -> int:
         key = "per_iteration_s" if row["part"] == "per_iteration" else "wall_s"
         row["speedup"] = ratio(base.get(key), row.get(key))
         row["efficiency"] = row["speedup"] / row["workers"] if row.get("workers") else float("nan")
-    columns = ["part", "n", "n_edges", "workers", "exchange", "status", "iterations", "rel_gap", "per_iteration_s", "part_compute_per_iteration_s", "speedup",
-               "efficiency", "setup_s", "solve_s", "wall_s", "certificate_s", "cut_edges", "bytes_per_iteration",
+    columns = ["part", "n", "n_edges", "workers", "exchange", "status", "iterations", "rel_gap", "per_iteration_s",
+               "per_iteration_runs", "part_compute_per_iteration_s", "speedup", "efficiency", "bytes_bound_s", "x_bound", "setup_s", "solve_s", "wall_s", "certificate_s", "cut_edges", "bytes_per_iteration",
                "peak_mb", "client_peak_mb"]
     text = "\n".join([
         "## Dask backend (`gtvcvx bench distributed`)", "",
-        f"Command: `gtvcvx bench distributed{' --quick' if args.quick else ''} --iterations {args.iterations}`. "
+        f"Command: `gtvcvx bench distributed{' --quick' if args.quick else ''} --iterations {args.iterations}"
+        f"{f' --repeats {args.repeats}' if args.repeats > 1 else ''}`. "
         "SBM graphs of `bench gtv` (d = 10, m_i = 20, Norm2, lam = 0.05). `workers = 0` is the single-process "
         "core (`method='halpern'`); the others the Dask backend on the embedded LocalCluster, one METIS part "
         "per worker. per_iteration_s excludes the certificate; speedup is the single-process time over the "
@@ -208,9 +245,13 @@ def run(args) -> int:
         "iteration's phases (the rest of per_iteration_s is communication, waiting and the client). "
         "bytes_per_iteration: boundary rows and partial sums on the wire (a "
         "row relayed by the client counts twice). exchange: boundary rows sent part to part (`direct`, the default) or relayed by the "
-        "client (`client`). peak_mb: the largest worker's peak RSS (single process: its own).", "",
+        "client (`client`). peak_mb: the largest worker's peak RSS (single process: its own). "
+        "per_iteration_runs: every timing run of the configuration, in the order run (configurations "
+        "alternate); the row is the run with the median time. bytes_bound_s: the bytes one iteration "
+        "must move (read U, U+, U0 and write U, U+: 5 |E| d doubles; the node arrays and factors: "
+        "n d (r + 8) doubles) at the one-thread `c = a + b` bandwidth measured below, in the same run; "
+        "x_bound = per_iteration_s / bytes_bound_s.", "",
         format_table(rows, columns), ""])
-    bandwidth = bandwidth_rows()
     text += "\n".join([
         "### Memory bandwidth of this machine", "",
         "`c = a + b` on 40 MB float64 arrays (one thread per process), one process alone and two at once: "
