@@ -2,8 +2,8 @@
 
 Everything is batched over the ``n x d`` local models and the ``|E| x d`` flows; no Python loop
 runs over nodes or edges. The dual half-step (Halpern move of the flows, extrapolated step,
-projection, divergence, residual) is one compiled sweep over the edges plus a scatter-add
-(:mod:`gtvcvx.solvers._edge_kernels`, numba) on problems with at least
+projection, divergence, residual) is four compiled sweeps over the edges (move, gather, project,
+scatter-add; :mod:`gtvcvx.solvers._edge_kernels`, numba) on problems with at least
 ``KERNEL_MIN_ENTRIES`` flow entries, and the same operations in NumPy/SciPy below.
 """
 
@@ -236,7 +236,7 @@ def _solve(problem, tol, max_iter, time_limit, warm_start, callback, method, eta
     W0, U0, DtU0 = W.copy(), U.copy(), DtU.copy()
     Up = np.empty_like(U)  # the dual step U+ = prox(U + sigma D (2 W+ - W))
     DtUp = np.empty_like(DtU)
-    # the Halpern or restart move of U is done by the next iteration's edge pass (one sweep)
+    # the Halpern or restart move of U is done by the next iteration's dual half-step
     move, move_weights = MOVE_NONE, (0.0, 0.0, 0.0)
     setup_time = time.perf_counter() - t_start
 
