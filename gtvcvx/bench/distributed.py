@@ -16,6 +16,10 @@ embedded LocalCluster with 1 or 2 single-threaded workers
   RSS (the client's for the single-process rows).
 * **to tol**: the whole certified solve to relative gap 1e-4 at the smaller size, single process
   and 2 workers (both run the same iterations).
+* ``--repeats R`` runs every per-iteration configuration R times, alternating between
+  configurations (timings on a shared machine drift); a row is the median run, with every run's
+  time listed. Single-process rows also get the bytes-moved bound of an iteration at the
+  one-thread bandwidth measured in the same run (:func:`bytes_bound`).
 
 The scaling model (``reports/distributed.md``, written by this command) extrapolates the
 measured per-edge compute and per-cut-edge exchange to 10^9 edges on 64 machines.
