@@ -96,6 +96,11 @@ def test_declared_row_projection_is_the_penalty_prox():
         EdgeSweep(head, tail, penalty, caps, 50, d, compiled=True)(MOVE_NONE, U.copy(), Up, U.copy(),
                                                                    np.zeros((50, d)), 0.3, np.empty((50, d)))
         np.testing.assert_allclose(Up, penalty._prox_conjugate(U.copy(), 0.3, caps), rtol=1e-14, atol=1e-15)
+        # a non-finite iterate stays non-finite (the solver's finiteness check must see it)
+        U[0, 0] = np.nan
+        EdgeSweep(head, tail, penalty, caps, 50, d, compiled=True)(MOVE_NONE, U.copy(), Up, U.copy(),
+                                                                   np.zeros((50, d)), 0.3, np.empty((50, d)))
+        assert np.isnan(Up[0]).any()
     assert g.QuadraticForm(np.eye(d)).conjugate_prox_rows is None  # a d x d map per row
 
 

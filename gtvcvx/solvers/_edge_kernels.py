@@ -97,7 +97,11 @@ def edge_project(U, Up, caps, sigma, projection, counted):
         re = 0.0
         if projection == 2:
             for k in range(d):
-                v = min(max(Up[e, k], -c), c)
+                v = Up[e, k]
+                if v > c:  # comparisons, not min/max: a NaN stays NaN (as in np.clip)
+                    v = c
+                elif v < -c:
+                    v = -c
                 Up[e, k] = v
                 r = U[e, k] - v
                 re += r * r
