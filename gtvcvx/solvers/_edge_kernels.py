@@ -187,6 +187,8 @@ class EdgeSweep:
         Capacities ``c_e``.
     n_rows : int
         Rows of the divergence ``D^T U+`` (the graph's nodes, or a part's own nodes).
+    d : int
+        Columns of the flows (the model dimension); with ``m`` it decides ``compiled``.
     rowmap : (n_cols,) int array, optional
         Row of ``D^T U+`` of each column of ``D``, ``-1`` where none (default: the identity).
     counted : (m,) bool array, optional
