@@ -17,7 +17,7 @@ import gtvcvx
 PACKAGE = Path(gtvcvx.__file__).parent
 
 #: Units that the numerical core must never import (the core does not know who uses it).
-CORE = ("_validation", "_accurate", "capabilities", "graph", "losses", "penalties", "problem", "solvers", "results")
+CORE = ("_validation", "_accurate", "_jit", "capabilities", "graph", "losses", "penalties", "problem", "solvers", "results")
 UPPER = ("spec", "tasks", "report", "testing", "commands", "cli", "bench", "experiments", "render", "runner")
 
 #: Most function-level imports of gtvcvx modules allowed (a ratchet: 163 before the redesign, 146 after,

@@ -9,11 +9,10 @@ import pytest
 import scipy.sparse as sp
 
 import gtvcvx as g
-import gtvcvx.losses._compiled as loss_kernels
-import gtvcvx.solvers._edge_kernels as edge_kernels
+import gtvcvx._jit as jit
 from conftest import make_problem
 from gtvcvx.reference import solve_primal
-from gtvcvx.solvers._edge_kernels import MOVE_HALPERN, MOVE_NONE, MOVE_RESTART, EdgeSweep, incidence_ends
+from gtvcvx.solvers._edge_kernels import MOVE_HALPERN, MOVE_NONE, MOVE_RESTART, EdgeSweep
 
 PENALTY_CASES = {
     "norm2": g.Norm2(),
@@ -110,17 +109,20 @@ def test_sweep_refusals():
 
     with pytest.raises(ValueError, match=r"conjugate_prox_rows = 'ellipsoid'.*'box', 'l2_ball', 'shrink'"):
         EdgeSweep(np.array([0]), np.array([1]), Odd(), np.ones(1), 2, 1)
-    with pytest.raises(ValueError, match="one \\+1 and one -1 in every row"):
-        incidence_ends(sp.csr_matrix(np.array([[1.0, 1.0, 0.0]])))
-    head, tail = incidence_ends(g.graphs.chain(4).incidence)
-    np.testing.assert_array_equal(np.column_stack([head, tail]), g.graphs.chain(4).edges)
+
+
+def test_graph_incidence_has_plus_one_at_the_first_end():
+    """The fast core hands ``edges[:, 0]`` / ``edges[:, 1]`` to the sweep as the +1 / -1 columns."""
+    graph, _ = g.graphs.sbm([6, 7], 0.6, 0.2, seed=3)
+    X = np.random.default_rng(0).normal(size=(graph.n, 2))
+    np.testing.assert_array_equal(graph.incidence @ X, X[graph.edges[:, 0]] - X[graph.edges[:, 1]])
 
 
 def test_size_rule_picks_the_kernels():
     rng = np.random.default_rng(0)
     head, tail = _edges(rng, 10, 20)
     assert not EdgeSweep(head, tail, g.Norm2(), np.ones(20), 10, 3).compiled  # small: no numba load
-    big = edge_kernels.KERNEL_MIN_ENTRIES // 3 + 1
+    big = jit.MIN_ENTRIES // 3 + 1
     head, tail = _edges(rng, 1000, big)
     assert EdgeSweep(head, tail, g.Norm2(), np.ones(big), 1000, 3).compiled
 
@@ -131,9 +133,9 @@ def test_lowrank_prox_kernel_matches_numpy(monkeypatch, m):
     loss = problem.loss
     rng = np.random.default_rng(1)
     V, step = rng.normal(size=(loss.n, loss.d)) * 10, rng.uniform(0.01, 5.0, size=loss.n)
-    monkeypatch.setattr(loss_kernels, "MIN_ENTRIES", 1 << 60)
+    monkeypatch.setattr(jit, "MIN_ENTRIES", 1 << 60)
     expected = loss.prox(V, step)
-    monkeypatch.setattr(loss_kernels, "MIN_ENTRIES", 0)
+    monkeypatch.setattr(jit, "MIN_ENTRIES", 0)
     got = loss.prox(np.asfortranarray(V), step)  # any memory layout
     np.testing.assert_allclose(got, expected, rtol=1e-13, atol=1e-13)
 
@@ -144,8 +146,7 @@ def test_solver_with_kernels_matches_clarabel(monkeypatch, penalty):
     and the iterates of the NumPy path (same iterations, W to 1e-9)."""
     problem = make_problem("squared_error", penalty, seed=2, sizes=(5, 5), d=3, lam=0.3)
     numpy_path = g.solve(problem, method="halpern", tol=1e-8)
-    monkeypatch.setattr(edge_kernels, "KERNEL_MIN_ENTRIES", 0)
-    monkeypatch.setattr(loss_kernels, "MIN_ENTRIES", 0)
+    monkeypatch.setattr(jit, "MIN_ENTRIES", 0)
     fast = g.solve(problem, method="halpern", tol=1e-8)
     ref = solve_primal(problem, "CLARABEL", tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
     assert fast.status == "optimal" and fast.rel_gap <= 1e-8

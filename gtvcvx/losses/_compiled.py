@@ -1,9 +1,8 @@
 """Compiled kernels of the losses' hot paths (numba, loaded on first use so ``import gtvcvx`` does
 not load it).
 
-The functions are plain Python; :func:`load` returns them compiled (cached on disk when the
-package directory is writable). A loss calls them only above :data:`MIN_ENTRIES`: below it,
-loading numba (about 0.6 s in a fresh process) costs more than the kernels save.
+The functions are plain Python; :func:`load` returns them compiled (:func:`gtvcvx._jit.njit`). A
+loss calls them only from :data:`gtvcvx._jit.MIN_ENTRIES` factor entries on (its NumPy form below).
 """
 
 from __future__ import annotations
@@ -12,10 +11,9 @@ from functools import cache
 
 import numpy as np
 
-__all__ = ["MIN_ENTRIES", "load", "lowrank_quadratic_prox"]
+from .._jit import njit
 
-#: Entries of the node factors (``n d r``) from which a loss uses its compiled kernel.
-MIN_ENTRIES = 1 << 20
+__all__ = ["load", "lowrank_quadratic_prox"]
 
 
 def lowrank_quadratic_prox(Q, s, b, rate, V, out):
@@ -49,11 +47,6 @@ def lowrank_quadratic_prox(Q, s, b, rate, V, out):
 @cache
 def load():
     """``{name: compiled function}`` (numba imported here: a lazily loaded backend)."""
-    try:
-        import numba
-    except ImportError as exc:  # pragma: no cover - numba is a dependency
-        raise ImportError("the compiled loss kernels need numba (pip install numba)") from exc
-    jit = numba.njit(cache=True, nogil=True, boundscheck=False)
-    prox = jit(lowrank_quadratic_prox)
+    prox, = njit(lowrank_quadratic_prox, purpose="the compiled loss kernels")
     prox(np.zeros((1, 1, 1)), np.zeros((1, 1)), np.zeros((1, 1)), np.zeros(1), np.zeros((1, 1)), np.zeros((1, 1)))
     return {"lowrank_quadratic_prox": prox}  # specialization loaded above, not inside a timed iteration

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from .._accurate import gathered_residuals_dot2
 from .._validation import MAX_ELEMENTS, as_float_array, as_index_array, check_memory, check_positive_int
 from ..capabilities import registrar
+from .. import _jit
 from . import _compiled
 
 __all__ = ["Loss", "LinearDomain", "SquaredError", "Logistic", "SquaredDistance", "DOMAIN_RTOL", "LOSSES",
@@ -638,7 +639,7 @@ class SquaredError(_DesignLoss):
         V = self._check_W(V, "V")
         tau = _as_step(step, self.n)
         rate = np.divide(2.0 * tau[:, 0], self.counts, out=np.zeros(self.n), where=self.counts > 0)
-        if self.Q.size >= _compiled.MIN_ENTRIES:  # one pass over the factors
+        if self.Q.size >= _jit.MIN_ENTRIES:  # one pass over the factors
             V = np.ascontiguousarray(V)
             return _compiled.load()["lowrank_quadratic_prox"](self.Q, self.s, self.b, rate, V, np.empty_like(V))
         q = self._coords(V)

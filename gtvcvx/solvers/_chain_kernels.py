@@ -18,6 +18,8 @@ from functools import cache
 
 import numpy as np
 
+from .._jit import njit
+
 __all__ = ["compiled"]
 
 
@@ -207,9 +209,4 @@ def path_flows(Gt, Bt, lam, starts, Ft):
 @cache
 def compiled():
     """``(path_order, tv1d_paths, path_flows)`` compiled by numba (imported here: it is a lazily loaded backend)."""
-    try:
-        import numba
-    except ImportError as exc:  # pragma: no cover - numba is a dependency
-        raise ImportError("the exact chain solver needs numba (pip install numba)") from exc
-    jit = numba.njit(cache=True, nogil=True)
-    return jit(path_order), jit(tv1d_paths), jit(path_flows)
+    return njit(path_order, tv1d_paths, path_flows, purpose="the exact chain solver")

@@ -38,7 +38,10 @@ from functools import cache
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["MOVE_NONE", "MOVE_HALPERN", "MOVE_RESTART", "PROJECTIONS", "EdgeSweep", "KERNEL_MIN_ENTRIES", "incidence_ends"]
+from .. import _jit
+from .._jit import njit
+
+__all__ = ["MOVE_NONE", "MOVE_HALPERN", "MOVE_RESTART", "PROJECTIONS", "EdgeSweep"]
 
 #: How :func:`edge_move` obtains the current flow ``z = U`` before the step.
 MOVE_NONE, MOVE_HALPERN, MOVE_RESTART = 0, 1, 2
@@ -152,28 +155,6 @@ def edge_scatter(U, Up, head, tail, rowmap, counted, DtUp, with_residual):
     return residual
 
 
-def incidence_ends(D) -> tuple[np.ndarray, np.ndarray]:
-    """``(head, tail)``: the columns of the ``+1`` and the ``-1`` of each row of an incidence matrix.
-
-    Raises ValueError unless every row of the CSR matrix ``D`` has exactly one ``+1`` and one ``-1``.
-    """
-    D = D.tocsr()
-    m = D.shape[0]
-    if not (np.array_equal(np.diff(D.indptr), np.full(m, 2)) and np.array_equal(np.sort(D.data.reshape(m, 2), axis=1),
-                                                                             np.tile([-1.0, 1.0], (m, 1)))):
-        raise ValueError("an incidence matrix needs one +1 and one -1 in every row")
-    cols = D.indices.reshape(m, 2)
-    plus_first = D.data.reshape(m, 2)[:, 0] > 0
-    head = np.where(plus_first, cols[:, 0], cols[:, 1]).astype(np.int64)
-    tail = np.where(plus_first, cols[:, 1], cols[:, 0]).astype(np.int64)
-    return head, tail
-
-
-#: Flow entries (``|E| d``) from which :class:`EdgeSweep` runs the compiled kernels: below it
-#: loading numba (about 0.6 s in a fresh process) costs more than the kernels save.
-KERNEL_MIN_ENTRIES = 1 << 20
-
-
 class EdgeSweep:
     """The dual half of a PDHG iteration for one problem (or one part of it): move the flows,
     step, project, divergence and residual.
@@ -181,7 +162,8 @@ class EdgeSweep:
     Parameters
     ----------
     head, tail : (m,) int arrays
-        :func:`incidence_ends` of the incidence matrix.
+        The columns of the ``+1`` and of the ``-1`` of each row of the incidence matrix (for a
+        graph: ``edges[:, 0]`` and ``edges[:, 1]``, see :attr:`gtvcvx.graph.Graph.incidence`).
     penalty : Penalty
     caps : (m,) float array
         Capacities ``c_e``.
@@ -195,7 +177,7 @@ class EdgeSweep:
         Edges whose residual terms count (default all).
     compiled : bool, optional
         Use the numba kernels (:func:`edge_move` .. :func:`edge_scatter`); default: when
-        ``m d >= KERNEL_MIN_ENTRIES``. Otherwise the same operations with NumPy and a sparse
+        ``m d >= gtvcvx._jit.MIN_ENTRIES`` (flow entries). Otherwise the same operations with NumPy and a sparse
         product (identical up to rounding).
     """
 
@@ -214,7 +196,7 @@ class EdgeSweep:
         self.counted = (np.zeros(0, np.uint8) if counted is None or np.all(counted)
                         else np.ascontiguousarray(counted, dtype=np.uint8))
         m = self.head.size
-        self.compiled = m * d >= KERNEL_MIN_ENTRIES if compiled is None else bool(compiled)
+        self.compiled = m * d >= _jit.MIN_ENTRIES if compiled is None else bool(compiled)
         if self.compiled:
             self._move, self._gather, self._project, self._scatter = _load()
         else:
@@ -268,12 +250,7 @@ class EdgeSweep:
 def _load():
     """``(edge_move, edge_gather, edge_project, edge_scatter)`` compiled by numba (imported here: a
     lazily loaded backend), their one specialization loaded now rather than inside a timed iteration."""
-    try:
-        import numba
-    except ImportError as exc:  # pragma: no cover - numba is a dependency
-        raise ImportError("the fast core's edge kernels need numba (pip install numba)") from exc
-    jit = numba.njit(cache=True, nogil=True, fastmath=False, boundscheck=False)
-    kernels = jit(edge_move), jit(edge_gather), jit(edge_project), jit(edge_scatter)
+    kernels = njit(edge_move, edge_gather, edge_project, edge_scatter, purpose="the fast core's edge kernels")
     move, gather, project, scatter = kernels
     U, X, ends, none = np.zeros((1, 1)), np.zeros((2, 1)), np.array([0, 1], dtype=np.int64), np.zeros(0, np.int64)
     move(MOVE_HALPERN, 0.0, 0.0, 0.0, U, U.copy(), U.copy())

@@ -4,7 +4,7 @@ Everything is batched over the ``n x d`` local models and the ``|E| x d`` flows;
 runs over nodes or edges. The dual half-step (Halpern move of the flows, extrapolated step,
 projection, divergence, residual) is four compiled sweeps over the edges (move, gather, project,
 scatter-add; :mod:`gtvcvx.solvers._edge_kernels`, numba) on problems with at least
-``KERNEL_MIN_ENTRIES`` flow entries, and the same operations in NumPy/SciPy below.
+``gtvcvx._jit.MIN_ENTRIES`` flow entries, and the same operations in NumPy/SciPy below.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from .._threads import blas_threads as _blas_threads
 from .._validation import check_positive_int, check_positive_number, check_time_limit
 from ..problem import GTVProblem
 from ..results import GTVResult, Status
-from ._edge_kernels import MOVE_HALPERN, MOVE_NONE, MOVE_RESTART, EdgeSweep, incidence_ends
+from ._edge_kernels import MOVE_HALPERN, MOVE_NONE, MOVE_RESTART, EdgeSweep
 from ._kernels import axpy, scal
 from ._pdhg_common import CHECK_SPACING as _CHECK_SPACING
 from ._pdhg_common import IterationInfo, initial_primal_weight, uniqueness_note, warm_start_parts
@@ -222,7 +222,8 @@ def _solve(problem, tol, max_iter, time_limit, warm_start, callback, method, eta
     graph, loss, penalty = problem.graph, problem.loss, problem.penalty
     D = graph.incidence
     caps = np.ascontiguousarray(problem.capacities)
-    sweep = EdgeSweep(*incidence_ends(D), penalty, caps, problem.n, problem.d)  # the dual half-step
+    # the dual half-step; D has +1 at edges[:, 0] and -1 at edges[:, 1]
+    sweep = EdgeSweep(graph.edges[:, 0], graph.edges[:, 1], penalty, caps, problem.n, problem.d)
     inv_deg = 1.0 / np.maximum(graph.degree, 1).astype(float)
     W, U = _warm_start_arrays(problem, warm_start)
     # a warm-start flow outside the capacities (e.g. from a larger lam, down to lam = 0 where
