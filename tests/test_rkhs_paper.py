@@ -125,3 +125,52 @@ def test_as_written_agents_quick(tmp_path):
     assert "nlschools" in out.markdown and "WISDM cannot be downloaded" in out.markdown
     with pytest.raises(ValueError, match=r"agent counts \[200\] exceed the 57 classes"):
         study.as_written_agents({"agent_counts": [200]}, tmp_path, scale="quick")
+
+
+# ---------------------------------------------------------------------------------------
+# SSNAL on a working set of samples
+# ---------------------------------------------------------------------------------------
+def _soft(n, seed=0):
+    data = rdata.ellipses(n, seed=seed)
+    D = Dictionary.grid(rdata.ELLIPSE_BOX, 8, [3.0])
+    return RKHSProblem(data.X, data.y, D, 0.5, 0.1, 100.0)
+
+
+@pytest.mark.parametrize("hard", [False, True])
+def test_working_set_reaches_the_full_problems_optimum(monkeypatch, hard):
+    import gtvcvx.rkhs.solver as solver
+
+    monkeypatch.setattr(solver, "WORKING_SET_INITIAL", 40)  # grow over several rounds on a small problem
+    if hard:
+        data = rdata.ellipses(200, noise=0.0, seed=3)
+        p = RKHSProblem(data.X, data.y, Dictionary.grid(rdata.ELLIPSE_BOX, 8, [3.0]), 0.5, 0.1, None)
+    else:
+        p = _soft(300)
+    whole = solve_dual(p, tol=1e-8, working_set=False)
+    grown = solve_dual(p, tol=1e-8, working_set=True)
+    assert str(whole.status) == str(grown.status) == "optimal"
+    rounds = grown.info["working_set_rounds"]
+    assert len(rounds) >= 2 and rounds[0]["samples"] == 40 and rounds[-1]["samples"] < p.N
+    assert grown.multipliers.shape == (p.N,)
+    # the certificate is the full problem's: its dual value at the padded multipliers and its primal
+    assert grown.dual == pytest.approx(p.dual_objective(grown.multipliers), rel=1e-9)
+    assert grown.primal >= p.envelope_objective(grown.alpha_envelope) - 1e-9 * abs(grown.primal)
+    assert grown.dual <= whole.primal + 1e-9 and whole.dual <= grown.primal + 1e-9
+    assert grown.dual == pytest.approx(whole.dual, rel=1e-6)
+
+
+def test_working_set_agrees_with_clarabel_and_is_chosen_by_size(monkeypatch):
+    import gtvcvx.rkhs.solver as solver
+    from gtvcvx.rkhs.solver import solve_problem
+
+    p = _soft(150, seed=4)
+    monkeypatch.setattr(solver, "WORKING_SET_INITIAL", 30)
+    monkeypatch.setattr(solver, "WORKING_SET_MIN_SAMPLES", 100)
+    fast = solve_dual(p, tol=1e-7)
+    assert "working_set_rounds" in fast.info  # chosen automatically from the size
+    reference = solve_problem(p, "CLARABEL")
+    assert fast.dual == pytest.approx(reference.dual, rel=1e-5)
+    monkeypatch.setattr(solver, "WORKING_SET_MIN_SAMPLES", 10**6)
+    assert "working_set_rounds" not in solve_dual(p, tol=1e-7).info
+    with pytest.raises(ValueError, match="working_set must be True, False or None"):
+        solve_dual(p, working_set="yes")
