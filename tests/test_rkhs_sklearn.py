@@ -120,13 +120,13 @@ def test_bench_against_svc_measures_both_estimators_on_the_same_split():
 
 def test_atom_weight_sets_the_built_atoms_weights_and_is_validated(moons):
     X, y = moons
-    default = SparseKernelClassifier(n_centers=40).fit(X, y)
-    assert np.allclose(default.dictionary_.weights, 1.0 / 40)
-    unit = SparseKernelClassifier(n_centers=40, atom_weight=1.0).fit(X, y)
-    assert np.allclose(unit.dictionary_.weights, 1.0)
+    quadrature = SparseKernelClassifier(n_centers=40, atom_weight=None).fit(X, y)
+    assert np.allclose(quadrature.dictionary_.weights, 1.0 / 40)
+    unit = SparseKernelClassifier(n_centers=40).fit(X, y)  # the default
+    assert np.allclose(unit.dictionary_.weights, 1.0) and unit.atom_weight == 1.0
     assert unit.status_ == Status.OPTIMAL and unit.rel_gap_ <= 1e-6
     # the L0 price gamma counts in units of the series coefficients: a sparser model than 1/n_centers
-    assert unit.n_kernels_ < default.n_kernels_
+    assert unit.n_kernels_ < quadrature.n_kernels_
     for bad in (0.0, -1.0, float("nan"), True, "1"):
         with pytest.raises(ValueError, match="atom_weight must be None or a positive finite number"):
             SparseKernelClassifier(atom_weight=bad).fit(X, y)
