@@ -58,11 +58,13 @@ def test_hard_margin_proximal_weight_default_and_override_reach_the_same_optimum
 
 
 @pytest.mark.parametrize("rows, words", [
-    ([(0.02, 0.01), (0.03, 0.01)], "confirmed"),
-    ([(-0.02, 0.01), (-0.03, 0.01)], "refuted"),
-    ([(0.02, 0.01), (0.0, 0.01)], "partly supported"),
-    ([(0.0, 0.01), (-0.02, 0.03)], "not supported"),
-    ([(0.02, float("nan"))], "undecided"),
+    ([(90, 0.02, 0.01), (180, 0.03, 0.01)], "confirmed (federated significantly better at every such N: N = 90, 180)"),
+    ([(90, -0.02, 0.01), (180, -0.03, 0.01)], "refuted (centralized significantly better at every such N"),
+    ([(90, 0.0, 0.01), (180, -0.03, 0.01)],
+     "refuted (centralized significantly better at N = 180; no significant difference at N = 90)"),
+    ([(90, 0.02, 0.01), (180, 0.0, 0.01)], "partly supported (federated significantly better at N = 90 only)"),
+    ([(90, 0.0, 0.01), (180, -0.02, 0.03)], "not supported (no significant difference at N = 90, 180)"),
+    ([(90, 0.02, float("nan"))], "undecided"),
 ])
 def test_claim_verdict(rows, words):
     assert study._verdict(rows).startswith(words)

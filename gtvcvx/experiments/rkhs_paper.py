@@ -79,18 +79,26 @@ def _paired(diff) -> tuple[float, float]:
 
 
 def _verdict(rows) -> str:
-    """Claim 'federated is better' over the rows' paired intervals: confirmed, refuted or not shown."""
-    lows = [m - h for m, h in rows]
-    highs = [m + h for m, h in rows]
-    if not rows or any(np.isnan(h) for _, h in rows):
+    """Claim 'federated is better' over ``(N, mean, half-width)`` paired intervals, with the N where each holds."""
+    if not rows or any(np.isnan(h) for _, _, h in rows):
         return "undecided (too few repetitions for an interval)"
-    if all(lo > 0 for lo in lows):
-        return "confirmed (federated better at every such N, 95 % intervals above 0)"
-    if all(hi < 0 for hi in highs):
-        return "refuted (centralized better at every such N, 95 % intervals below 0)"
-    if any(lo > 0 for lo in lows):
-        return "partly supported (federated better at some such N only)"
-    return "not supported (no such N where the federated learner is significantly better)"
+    better = [n for n, m, h in rows if m - h > 0]
+    worse = [n for n, m, h in rows if m + h < 0]
+    same = [n for n, m, h in rows if n not in better and n not in worse]
+
+    def at(ns):
+        return "N = " + ", ".join(str(int(n)) for n in ns)
+
+    if len(better) == len(rows):
+        return f"confirmed (federated significantly better at every such N: {at(better)})"
+    if better:
+        return f"partly supported (federated significantly better at {at(better)} only)"
+    if len(worse) == len(rows):
+        return f"refuted (centralized significantly better at every such N: {at(worse)})"
+    if worse:
+        return (f"refuted (centralized significantly better at {at(worse)}; no significant difference at "
+                f"{at(same)})")
+    return f"not supported (no significant difference at {at(same)})"
 
 
 def as_written_ellipses(params: dict, out_dir: Path, *, scale: str = "default", studies=None) -> ExperimentOutput:
@@ -155,7 +163,7 @@ def as_written_ellipses(params: dict, out_dir: Path, *, scale: str = "default", 
     for n, g in runs.groupby("n"):
         diff_mean, diff_half = _paired(g["accuracy_federated"] - g["accuracy_centralized"])
         if n < p["claim_below"]:
-            below.append((diff_mean, diff_half))
+            below.append((n, diff_mean, diff_half))
         table_rows.append({
             "N": int(n), "repetitions": len(g),
             "federated accuracy": f"{g['accuracy_federated'].mean():.4f}",
@@ -199,7 +207,7 @@ def as_written_ellipses(params: dict, out_dir: Path, *, scale: str = "default", 
     })
     measured = {
         "claim_verdict": verdict,
-        "diff_below_claim": float(np.mean([m for m, _ in below])) if below else float("nan"),
+        "diff_below_claim": float(np.mean([m for _, m, _ in below])) if below else float("nan"),
         "accuracy_federated": float(runs["accuracy_federated"].mean()),
         "accuracy_centralized": float(runs["accuracy_centralized"].mean()),
         "communication_largest_n": float(runs.loc[runs["n"] == runs["n"].max(), "communication"].mean()),
