@@ -94,7 +94,7 @@ def _rigorously_feasible(problem: RKHSProblem, alpha):
     if target <= 0:
         return alpha
     margins = p.y * p.decision(alpha)
-    err = 4.0 * (p.M + 2) * np.finfo(float).eps * (abs(p.K) @ np.abs(p.Delta * alpha))
+    err = 4.0 * (p.M + 2) * np.finfo(float).eps * (p.abs_K @ np.abs(p.Delta * alpha))
     low = margins - err
     if (low >= target).all():
         return alpha
@@ -102,7 +102,7 @@ def _rigorously_feasible(problem: RKHSProblem, alpha):
         return None
     t = float(np.max(target / low)) * (1.0 + 1e-12)
     scaled = t * np.asarray(alpha, dtype=float)
-    again = p.y * p.decision(scaled) - 4.0 * (p.M + 2) * np.finfo(float).eps * (abs(p.K) @ np.abs(p.Delta * scaled))
+    again = p.y * p.decision(scaled) - 4.0 * (p.M + 2) * np.finfo(float).eps * (p.abs_K @ np.abs(p.Delta * scaled))
     return scaled if (again >= target).all() else None
 
 
@@ -143,7 +143,7 @@ def certify(problem: RKHSProblem, lam, z=None, *, feasible_alpha=None) -> RKHSCe
     abar = p.abar(lam)
     # c.lam - sum Delta phi*(abar) can cancel when C is large: lower the bound by a first-order
     # bound on its rounding, so that dual <= D(lam) <= P* holds to the last bit
-    magnitude = abs(float(p.c @ lam)) + float(p.Delta @ phi_conjugate(abs(p.Phi) @ lam, p.gamma))
+    magnitude = abs(float(p.c @ lam)) + float(p.Delta @ phi_conjugate(p.abs_Phi @ lam, p.gamma))
     dual = p.dual_objective(lam, abar) - 4.0 * (p.N + p.M + 8) * np.finfo(float).eps * magnitude
     alpha = p.recover_alpha(abar=abar)
     f_alpha = p.decision(alpha)

@@ -134,6 +134,20 @@ class RKHSProblem:
         self.PhiT = sp.csr_matrix(sp.diags(self.y / self.N) @ K)
         self.Phi = sp.csr_matrix(self.PhiT.T)
 
+    @property
+    def abs_K(self):
+        """``|K|`` entrywise (cached: the certificates' rounding bounds use it at every check)."""
+        if getattr(self, "_abs_K", None) is None:
+            self._abs_K = abs(self.K)
+        return self._abs_K
+
+    @property
+    def abs_Phi(self):
+        """``|Phi|`` entrywise (cached)."""
+        if getattr(self, "_abs_Phi", None) is None:
+            self._abs_Phi = abs(self.Phi)
+        return self._abs_Phi
+
     # --------------------------------------------------------------------------- dual side
     @property
     def upper(self) -> float:

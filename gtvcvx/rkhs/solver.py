@@ -338,6 +338,8 @@ def solve_dual(problem: RKHSProblem, *, method: str = "ssnal", tol: float = DEFA
 WORKING_SET_MIN_SAMPLES = 2000
 #: Size of the first working set (or the samples with positive ``lam0`` when more).
 WORKING_SET_INITIAL = 1000
+#: Relative gap to which a working set is solved while more than 5 % of its size still joins.
+WORKING_SET_COARSE_TOL = 1e-3
 
 
 def _subset_problem(problem: RKHSProblem, idx) -> RKHSProblem:
@@ -369,12 +371,14 @@ def _solve_working_set(problem, *, method, tol, max_iter, time_limit, lam0, z0, 
     target = 1.0 - problem.eps
     rounds, inner_total = [], 0
     status, message, k = None, "", 0
+    # while many samples still join, solving a subset to ``tol`` is wasted: a coarse tolerance first
+    round_tol = max(tol, WORKING_SET_COARSE_TOL)
     while True:
         k += 1
         idx = np.flatnonzero(in_set)
         sub = _subset_problem(problem, idx)
         remaining = None if time_limit is None else max(time_limit - tracker.elapsed(), 1e-3)
-        res = solve_dual(sub, method=method, tol=tol, max_iter=max_iter, time_limit=remaining,
+        res = solve_dual(sub, method=method, tol=round_tol, max_iter=max_iter, time_limit=remaining,
                          lam0=lam_full[idx] * idx.size / N, z0=z, record_history=False,
                          critical_tol=critical_tol, working_set=False, **options)
         inner_total += int(res.iterations or 0)
@@ -388,13 +392,16 @@ def _solve_working_set(problem, *, method, tol, max_iter, time_limit, lam0, z0, 
         if coef is not None:
             margins = problem.y * problem.decision(coef)
             violators = ~in_set & (margins < target)
-        rounds.append({"samples": int(idx.size), "status": str(res.status), "violators": int(violators.sum())})
+        rounds.append({"samples": int(idx.size), "tol": round_tol, "status": str(res.status),
+                       "violators": int(violators.sum())})
         if rel <= tol:
             status = Status.OPTIMAL
         elif res.status in (Status.UNBOUNDED, Status.INFEASIBLE, Status.SOLVER_ERROR):
             status, message = res.status, res.message  # a subset that cannot be solved: neither can the whole
         elif tracker.out_of_time():
             status, message = Status.TIME_LIMIT, f"time limit of {time_limit:g} s reached (rel_gap {rel:.3g})"
+        elif violators.sum() <= 0.05 * idx.size and round_tol > tol and res.status == Status.OPTIMAL:
+            round_tol = tol  # the set has (nearly) settled: solve it to the requested tolerance
         elif not violators.any():
             status, message = (res.status if res.status != Status.OPTIMAL else Status.MAX_ITER), (
                 res.message or f"no margin violators left but rel_gap {rel:.3g} > tol")
