@@ -153,6 +153,7 @@ def test_working_set_reaches_the_full_problems_optimum(monkeypatch, hard):
     assert str(whole.status) == str(grown.status) == "optimal"
     rounds = grown.info["working_set_rounds"]
     assert len(rounds) >= 2 and rounds[0]["samples"] == 40 and rounds[-1]["samples"] < p.N
+    assert rounds[0]["tol"] == 1e-3 and grown.rel_gap <= 1e-8  # coarse while the set grows, then tol
     assert grown.multipliers.shape == (p.N,)
     # the certificate is the full problem's: its dual value at the padded multipliers and its primal
     assert grown.dual == pytest.approx(p.dual_objective(grown.multipliers), rel=1e-9)
