@@ -139,12 +139,15 @@ def _soft(n, seed=0):
 
 
 @pytest.mark.parametrize("hard", [False, True])
-def test_working_set_reaches_the_full_problems_optimum(monkeypatch, hard):
+@pytest.mark.parametrize("pilot", [False, True])
+def test_working_set_reaches_the_full_problems_optimum(monkeypatch, hard, pilot):
     import gtvcvx.rkhs.solver as solver
 
-    monkeypatch.setattr(solver, "WORKING_SET_INITIAL", 40)  # grow over several rounds on a small problem
+    # small sets on a small problem: a pilot model from 4 * initial samples on, random sets below
+    initial = 40 if pilot else 80
+    monkeypatch.setattr(solver, "WORKING_SET_INITIAL", initial)
     if hard:
-        data = rdata.ellipses(200, noise=0.0, seed=3)
+        data = rdata.ellipses(300, noise=0.0, seed=3)
         p = RKHSProblem(data.X, data.y, Dictionary.grid(rdata.ELLIPSE_BOX, 8, [3.0]), 0.5, 0.1, None)
     else:
         p = _soft(300)
@@ -152,7 +155,11 @@ def test_working_set_reaches_the_full_problems_optimum(monkeypatch, hard):
     grown = solve_dual(p, tol=1e-8, working_set=True)
     assert str(whole.status) == str(grown.status) == "optimal"
     rounds = grown.info["working_set_rounds"]
-    assert len(rounds) >= 2 and rounds[0]["samples"] == 40 and rounds[-1]["samples"] < p.N
+    assert (grown.info["working_set_pilot"] is not None) == pilot
+    if not pilot:
+        assert len(rounds) >= 2 and rounds[0]["samples"] == initial and rounds[-1]["samples"] < p.N
+    else:  # the pilot's selection is the first set
+        assert rounds[0]["samples"] == grown.info["working_set_pilot"]["selected"] <= p.N
     assert rounds[0]["tol"] == 1e-3 and grown.rel_gap <= 1e-8  # coarse while the set grows, then tol
     assert grown.multipliers.shape == (p.N,)
     # the certificate is the full problem's: its dual value at the padded multipliers and its primal

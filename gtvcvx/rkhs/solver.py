@@ -338,6 +338,8 @@ def solve_dual(problem: RKHSProblem, *, method: str = "ssnal", tol: float = DEFA
 WORKING_SET_MIN_SAMPLES = 2000
 #: Size of the first working set (or the samples with positive ``lam0`` when more).
 WORKING_SET_INITIAL = 1000
+#: The pilot model's band: samples with margin below ``(1 - eps)(1 + band)`` form the first working set.
+WORKING_SET_BAND = 0.5
 #: Relative gap to which a working set is solved while more than 5 % of its size still joins.
 WORKING_SET_COARSE_TOL = 1e-3
 
@@ -363,12 +365,28 @@ def _solve_working_set(problem, *, method, tol, max_iter, time_limit, lam0, z0, 
     z = None if z0 is None else np.asarray(z0, dtype=float)
     rng = np.random.default_rng(0)
     in_set = lam_full > 0
+    target = 1.0 - problem.eps
+    pilot = None
+    if lam0 is None and z is None and N >= 4 * WORKING_SET_INITIAL:
+        # a pilot model from a random sample at the population's scale (hinge cost C per sample
+        # average, not C / N): the samples it puts near or inside the margin are the likely critical ones
+        sample = np.sort(rng.choice(N, size=WORKING_SET_INITIAL, replace=False))
+        small = RKHSProblem(problem.X[sample], problem.y[sample], problem.dictionary, problem.gamma, problem.eps,
+                            problem.C, K=problem.K[sample])
+        guess = solve_dual(small, method=method, tol=max(tol, WORKING_SET_COARSE_TOL), max_iter=max_iter,
+                           time_limit=None if time_limit is None else 0.25 * time_limit, record_history=False,
+                           working_set=False, **options)
+        coef = guess.alpha_envelope if guess.alpha_envelope is not None else guess.alpha
+        if coef is not None and np.isfinite(coef).all():
+            margins = problem.y * problem.decision(coef)
+            in_set |= margins < target * (1.0 + WORKING_SET_BAND)
+            z = problem.Delta * coef
+            pilot = {"samples": int(sample.size), "status": str(guess.status), "selected": int(in_set.sum())}
     fill = max(WORKING_SET_INITIAL - int(in_set.sum()), 0)
     if fill:
         in_set[rng.choice(np.flatnonzero(~in_set), size=min(fill, int((~in_set).sum())), replace=False)] = True
     setup_time = time.perf_counter() - start
     tracker = _Tracker(problem, None, method, tol, max_iter, time_limit, record_history, verbose, time.perf_counter())
-    target = 1.0 - problem.eps
     rounds, inner_total = [], 0
     status, message, k = None, "", 0
     # while many samples still join, solving a subset to ``tol`` is wasted: a coarse tolerance first
@@ -413,7 +431,7 @@ def _solve_working_set(problem, *, method, tol, max_iter, time_limit, lam0, z0, 
             worst = worst[np.argsort(margins[worst])[:cap]]
         in_set[worst] = True
     solve_time = time.perf_counter() - tracker.start
-    info = {"working_set_rounds": rounds, "inner_iterations": inner_total}
+    info = {"working_set_rounds": rounds, "inner_iterations": inner_total, "working_set_pilot": pilot}
     return _finish(problem, tracker, status, k, message, info, method, setup_time, solve_time, critical_tol)
 
 
