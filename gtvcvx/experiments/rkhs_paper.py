@@ -305,6 +305,37 @@ def _agent_split(data, chosen, train_fraction, rng):
     return [(Z[i], data.y[i]) for i in train], (Z[np.concatenate(test)], data.y[np.concatenate(test)])
 
 
+def _agents_figure(runs, repetitions: int, out_dir: Path) -> Path:
+    """Figs 3-6 side by side from the study's per-run table (accuracy vs agents and vs gamma, kernels, samples sent)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(15, 3.8), layout="constrained")
+    ax1, ax2, ax3, ax4 = fig.subplots(1, 4)
+    for ax, sweep in ((ax1, "agents"), (ax2, "gamma")):
+        m = runs[runs["sweep"] == sweep].groupby(sweep).mean(numeric_only=True)
+        ax.plot(m.index, m["accuracy_centralized"], marker="o", label="centralized (PC)")
+        ax.plot(m.index, m["accuracy_federated"], marker="s", label="federated (PF)")
+        ax.set_xlabel("agents" if sweep == "agents" else "gamma (10 agents)")
+        ax.set_ylabel("test accuracy")
+        ax.grid(alpha=0.3)
+    ax1.legend()
+    ax2.set_xscale("log")
+    g = runs[runs["sweep"] == "gamma"].groupby("gamma").mean(numeric_only=True)
+    ax3.plot(g.index, g["kernels_centralized"], marker="o", label="centralized")
+    ax3.plot(g.index, g["kernels_federated"], marker="s", label="federated")
+    ax3.set_ylabel("kernels (representation cost)")
+    ax4.plot(g.index, g["n_held"], marker="o", label="centralized: all samples")
+    ax4.plot(g.index, g["n_sent"], marker="s", label="federated: critical samples")
+    ax4.set_ylabel("samples sent (communication cost)")
+    for ax in (ax3, ax4):
+        ax.set_xscale("log")
+        ax.set_xlabel("gamma (10 agents)")
+        ax.grid(alpha=0.3)
+        ax.legend(loc="center left")
+    fig.suptitle(f"nlschools stand-in, mean over {repetitions} repetitions")
+    return atomic_savefig(fig, out_dir / "as_written_agents.png", dpi=90)
+
+
 def as_written_agents(params: dict, out_dir: Path, *, scale: str = "default", studies=None) -> ExperimentOutput:
     """Figs 3-6 of the paper on a real multi-agent stand-in (see ``rkhs_paper_defaults.toml``).
 
@@ -315,7 +346,6 @@ def as_written_agents(params: dict, out_dir: Path, *, scale: str = "default", st
     test parts. A centralized logistic regression gives the accuracy of a linear model for scale.
     """
     import pandas as pd
-    from matplotlib.figure import Figure
     from sklearn.linear_model import LogisticRegression
 
     from ..rkhs import Dictionary, federated_fit
@@ -379,30 +409,7 @@ def as_written_agents(params: dict, out_dir: Path, *, scale: str = "default", st
 
     by_agents = summary("agents", "agents")
     by_gamma = summary("gamma", "gamma")
-    fig = Figure(figsize=(12, 3.4))
-    ax1, ax2, ax3, ax4 = fig.subplots(1, 4)
-    for ax, table, key in ((ax1, by_agents, "agents"), (ax2, by_gamma, "gamma")):
-        ax.plot(table[key], table["centralized accuracy"], marker="o", label="centralized (PC)")
-        ax.plot(table[key], table["federated accuracy"], marker="s", label="federated (PF)")
-        ax.set_xlabel("agents" if key == "agents" else "gamma")
-        ax.set_ylabel("test accuracy")
-        ax.grid(alpha=0.3)
-    ax1.legend()
-    ax2.set_xscale("log")
-    g = runs[runs["sweep"] == "gamma"].groupby("gamma").mean(numeric_only=True)
-    ax3.plot(g.index, g["kernels_centralized"], marker="o", label="centralized")
-    ax3.plot(g.index, g["kernels_federated"], marker="s", label="federated")
-    ax3.set_ylabel("kernels (representation cost)")
-    ax4.plot(g.index, g["n_held"], marker="o", label="centralized (all samples)")
-    ax4.plot(g.index, g["n_sent"], marker="s", label="federated (critical samples)")
-    ax4.set_ylabel("samples sent (communication cost)")
-    for ax in (ax3, ax4):
-        ax.set_xscale("log")
-        ax.set_xlabel("gamma")
-        ax.grid(alpha=0.3)
-        ax.legend()
-    fig.suptitle(f"nlschools stand-in, mean over {p['repetitions']} repetitions")
-    figure = atomic_savefig(fig, out_dir / "as_written_agents.png", dpi=90, bbox_inches="tight")
+    figure = _agents_figure(runs, p["repetitions"], out_dir)
 
     low = runs[(runs["sweep"] == "gamma") & (runs["gamma"] == min(p["gammas"]))]
     full = runs[(runs["sweep"] == "agents") & (runs["agents"] == max(p["agent_counts"]))]
