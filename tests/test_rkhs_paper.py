@@ -113,6 +113,7 @@ def test_as_written_ellipses_quick(tmp_path):
     # eta = 0.1 leaves the model at f = 0 in this discretization: no kernel, a tiny dual
     assert (ascent["kernels_paper"] == 0).all() and out.measured["ascent_max_dual_fraction"] < 0.01
     assert "**The claim**" in out.markdown and out.measured["claim_verdict"] in out.markdown
+    assert "This run has 2 repetitions; the paper's 100 are run by" in out.markdown
     assert (tmp_path / "as_written_ellipses.png").stat().st_size > 0
 
 
