@@ -270,11 +270,15 @@ def solve_dual(problem: RKHSProblem, *, method: str = "ssnal", tol: float = DEFA
 
     **Working set.** A sample whose margin holds strictly at the optimum has ``lambda_n = 0``
     (complementary slackness) and can be dropped without changing the solution (the paper's
-    Proposition 2). So the dual is solved on a random subset ``S`` of the samples (hinge cost
-    ``C / N`` per sample kept: ``C_S = C |S| / N``, multipliers rescaled by ``|S| / N``); the
-    subset's envelope-primal point is checked against every sample, the worst violators (at most
-    ``max(|S|, 1000)``) join ``S``, and the next solve starts from the current multipliers and
-    coefficients. Every round is certified on the *full* problem (the padded multipliers give the
+    Proposition 2). So the dual is solved on a subset ``S`` of the samples (hinge cost ``C / N``
+    per sample kept: ``C_S = C |S| / N``, multipliers rescaled by ``|S| / N``). The first ``S``
+    is chosen by a pilot model fitted on 1000 random samples at the population's scale (hinge
+    cost ``C`` over those samples): the samples with margin below ``1.5 (1 - eps)`` under it
+    (from 4000 samples; below, or with a warm start, 1000 random samples or the positive ``lam0``).
+    Each subset's envelope-primal point is checked against every sample, the worst violators (at
+    most ``max(|S|, 1000)``) join ``S``, and the next solve starts from the current multipliers and
+    coefficients; a subset is solved to ``1e-3`` while more than 5 % of its size still joins, then
+    to ``tol``. Every round is certified on the *full* problem (the padded multipliers give the
     same dual value; the primal point is scored with every sample's hinge, or made feasible for a
     hard margin), so the reported gap is the full problem's, and a round without violators has
     the subset's gap. The Newton systems are ``|A| x |S|`` instead of ``|A| x N``.
