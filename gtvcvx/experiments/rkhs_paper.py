@@ -22,7 +22,10 @@ import numpy as np
 
 from ..io import atomic_savefig
 from ..progress import substep
+from ..rkhs import Dictionary, RKHSProblem, federated_fit
+from ..rkhs import data as rdata
 from . import ExperimentOutput, load_defaults, study_params
+from .rkhs import _markdown_table as _table
 
 __all__ = ["EXPERIMENTS", "DEFAULTS", "SCALED", "paper_dual_ascent", "as_written_ellipses"]
 
@@ -105,9 +108,6 @@ def as_written_ellipses(params: dict, out_dir: Path, *, scale: str = "default", 
     """Sec. VI's simulated task with the paper's parameters (see the module docstring)."""
     import pandas as pd
     from matplotlib.figure import Figure
-
-    from ..rkhs import Dictionary, RKHSProblem, federated_fit
-    from ..rkhs import data as rdata
 
     p = study_params("rkhs_as_written_ellipses", params, scale, (DEFAULTS, SCALED))
     out_dir = Path(out_dir)
@@ -290,12 +290,6 @@ def _scale_note(study: str, p: dict) -> str:
             f"<spec> --full` (on record: `reports/full/`).*")
 
 
-def _table(df) -> str:
-    from ..render.tables import markdown_table
-
-    return markdown_table(df, digits=4, nan="nan")
-
-
 # ---------------------------------------------------------------------------------------
 # Figs 3-6 on a real multi-agent stand-in
 # ---------------------------------------------------------------------------------------
@@ -356,9 +350,6 @@ def as_written_agents(params: dict, out_dir: Path, *, scale: str = "default", st
     """
     import pandas as pd
     from sklearn.linear_model import LogisticRegression
-
-    from ..rkhs import Dictionary, federated_fit
-    from ..rkhs import data as rdata
 
     p = study_params("rkhs_as_written_agents", params, scale, (DEFAULTS, SCALED))
     out_dir = Path(out_dir)
