@@ -20,6 +20,8 @@ import numpy as np
 
 from ..io import atomic_savefig
 from ..progress import substep
+from ..rkhs import Dictionary, federated_fit
+from ..rkhs import data as rdata
 from . import ExperimentOutput, load_defaults, study_params
 
 __all__ = ["EXPERIMENTS", "DEFAULTS", "SCALED", "federated_ellipses", "breast_cancer_experiment", "paper"]
@@ -45,21 +47,24 @@ def _savefig(fig, path: Path, dpi: int = 100) -> Path:
 # ---------------------------------------------------------------------------------------
 # simulated task
 # ---------------------------------------------------------------------------------------
+def ellipse_setup(p: dict, out_dir):
+    """What an ellipse study starts from: its output folder (created), the sampling box, the grid
+    dictionary of ``p`` (``points_per_dim``, ``widths``, ``threshold``) and the number of agents of ``p["layout"]``."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    box = rdata.ELLIPSE_BOX
+    return out_dir, box, Dictionary.grid(box, p["points_per_dim"], p["widths"], threshold=p["threshold"]), \
+        int(np.prod(p["layout"]))
+
+
 def federated_ellipses(params: dict, out_dir: Path, *, scale: str = "default", studies=None) -> ExperimentOutput:
     """The paper's simulated federated task (see the module docstring); ``params`` override
     ``DEFAULTS["rkhs_federated_ellipses"]`` (``scale`` picks the size, see ``rkhs_defaults.toml``)."""
     import pandas as pd
     from matplotlib.figure import Figure
 
-    from ..rkhs import Dictionary, federated_fit
-    from ..rkhs import data as rdata
-
     p = study_params("rkhs_federated_ellipses", params, scale, (DEFAULTS, SCALED))
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    box = rdata.ELLIPSE_BOX
-    D = Dictionary.grid(box, p["points_per_dim"], p["widths"], threshold=p["threshold"])
-    n_agents = int(np.prod(p["layout"]))
+    out_dir, box, D, n_agents = ellipse_setup(p, out_dir)
     rows = []
     last = None
     seeds = np.random.SeedSequence(p["seed"]).spawn(p["repetitions"])
@@ -203,9 +208,6 @@ def _boundary_figure(last, D, p, out_dir: Path) -> Path:
 def breast_cancer_experiment(params: dict, out_dir: Path, *, scale: str = "default", studies=None) -> ExperimentOutput:
     """scikit-learn's breast-cancer data split across agents vs centralized vs an RBF SVM."""
     import pandas as pd
-
-    from ..rkhs import Dictionary, federated_fit
-    from ..rkhs import data as rdata
 
     try:
         from sklearn.svm import SVC

@@ -26,6 +26,7 @@ from ..rkhs import Dictionary, RKHSProblem, federated_fit
 from ..rkhs import data as rdata
 from . import ExperimentOutput, load_defaults, study_params
 from .rkhs import _markdown_table as _table
+from .rkhs import ellipse_setup
 
 __all__ = ["EXPERIMENTS", "DEFAULTS", "SCALED", "paper_dual_ascent", "as_written_ellipses"]
 
@@ -110,11 +111,7 @@ def as_written_ellipses(params: dict, out_dir: Path, *, scale: str = "default", 
     from matplotlib.figure import Figure
 
     p = study_params("rkhs_as_written_ellipses", params, scale, (DEFAULTS, SCALED))
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    box = rdata.ELLIPSE_BOX
-    D = Dictionary.grid(box, p["points_per_dim"], p["widths"], threshold=p["threshold"])
-    n_agents = int(np.prod(p["layout"]))
+    out_dir, box, D, n_agents = ellipse_setup(p, out_dir)
     rows, ascent_rows = [], []
     seeds = np.random.SeedSequence(p["seed"]).spawn(p["repetitions"])
     total = len(seeds) * len(p["sizes"])
