@@ -185,3 +185,19 @@ def test_working_set_agrees_with_clarabel_and_is_chosen_by_size(monkeypatch):
     assert "working_set_rounds" not in solve_dual(p, tol=1e-7).info
     with pytest.raises(ValueError, match="working_set must be True, False or None"):
         solve_dual(p, working_set="yes")
+
+
+@pytest.mark.parametrize("method", ["ssnal", "pdhg"])
+def test_dense_and_sparse_kernel_products_give_the_same_solve(monkeypatch, method):
+    import gtvcvx.rkhs.solver as solver
+
+    p = _soft(120, seed=5)
+    results = []
+    for fraction in (0.0, 1.1):  # every B held dense, then none
+        monkeypatch.setattr(solver, "DENSE_FRACTION", fraction)
+        assert solver._Scaled(p).dense == (fraction == 0.0)
+        results.append(solve_dual(p, method=method, tol=1e-7, max_iter=None if method == "ssnal" else 5000))
+    dense, sparse = results
+    assert str(dense.status) == str(sparse.status) and dense.iterations == sparse.iterations
+    assert dense.dual == pytest.approx(sparse.dual, rel=1e-9, abs=1e-12)
+    np.testing.assert_allclose(dense.multipliers, sparse.multipliers, rtol=1e-7, atol=1e-9)
