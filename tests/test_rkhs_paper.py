@@ -201,3 +201,12 @@ def test_dense_and_sparse_kernel_products_give_the_same_solve(monkeypatch, metho
     assert str(dense.status) == str(sparse.status) and dense.iterations == sparse.iterations
     assert dense.dual == pytest.approx(sparse.dual, rel=1e-9, abs=1e-12)
     np.testing.assert_allclose(dense.multipliers, sparse.multipliers, rtol=1e-7, atol=1e-9)
+
+
+@pytest.mark.parametrize("working_set", [False, True])
+def test_warm_start_errors_name_the_argument_on_both_paths(working_set):
+    p = _soft(60)
+    with pytest.raises(ValueError, match=r"lam0 must be a finite array of shape \(60,\)"):
+        solve_dual(p, working_set=working_set, lam0=np.ones(59))
+    with pytest.raises(ValueError, match=rf"z0 must be a finite array of shape \({p.M},\)"):
+        solve_dual(p, working_set=working_set, z0=np.full(p.M, np.nan))

@@ -16,6 +16,7 @@ Notation (one place; every solver uses it): samples ``x_n`` with labels ``y_n in
 
 from __future__ import annotations
 
+import functools
 import numbers
 
 import numpy as np
@@ -134,19 +135,15 @@ class RKHSProblem:
         self.PhiT = sp.csr_matrix(sp.diags(self.y / self.N) @ K)
         self.Phi = sp.csr_matrix(self.PhiT.T)
 
-    @property
+    @functools.cached_property
     def abs_K(self):
         """``|K|`` entrywise (cached: the certificates' rounding bounds use it at every check)."""
-        if getattr(self, "_abs_K", None) is None:
-            self._abs_K = abs(self.K)
-        return self._abs_K
+        return abs(self.K)
 
-    @property
+    @functools.cached_property
     def abs_Phi(self):
         """``|Phi|`` entrywise (cached)."""
-        if getattr(self, "_abs_Phi", None) is None:
-            self._abs_Phi = abs(self.Phi)
-        return self._abs_Phi
+        return abs(self.Phi)
 
     # --------------------------------------------------------------------------- dual side
     @property

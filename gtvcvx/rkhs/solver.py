@@ -323,6 +323,7 @@ def solve_dual(problem: RKHSProblem, *, method: str = "ssnal", tol: float = DEFA
     max_iter = _check_options(method, tol, max_iter, time_limit)
     if working_set not in (None, True, False):
         raise ValueError(f"working_set must be True, False or None, got {working_set!r}")
+    lam0, z0 = _checked_start(problem, lam0, z0)
     if working_set is None:
         working_set = method == "ssnal" and problem.N >= WORKING_SET_MIN_SAMPLES
     if working_set:
@@ -331,19 +332,10 @@ def solve_dual(problem: RKHSProblem, *, method: str = "ssnal", tol: float = DEFA
                                   critical_tol=critical_tol, **options)
     start = time.perf_counter()
     sc = _Scaled(problem)
-    lam = np.zeros(problem.N)
-    if lam0 is not None:
-        lam0 = np.asarray(lam0, dtype=float)
-        if lam0.shape != (problem.N,) or not np.isfinite(lam0).all():
-            raise ValueError(f"lam0 must be a finite array of shape ({problem.N},)")
-        lam = np.clip(lam0, 0.0, problem.upper) / problem.N
-    z = None
-    if z0 is not None:
-        z = np.asarray(z0, dtype=float)
-        if z.shape != (problem.M,) or not np.isfinite(z).all():
-            raise ValueError(f"z0 must be a finite array of shape ({problem.M},)")
-    elif lam0 is not None:
-        z = problem.Delta * problem.recover_alpha(lam * problem.N)
+    lam = np.zeros(problem.N) if lam0 is None else lam0 / problem.N
+    z = z0
+    if z is None and lam0 is not None:
+        z = problem.Delta * problem.recover_alpha(lam0)
     setup_time = time.perf_counter() - start
     solve_start = time.perf_counter()
     tracker = _Tracker(problem, sc, method, tol, max_iter, time_limit, record_history, verbose, solve_start)
@@ -369,11 +361,26 @@ WORKING_SET_BAND = 0.5
 WORKING_SET_COARSE_TOL = 1e-3
 
 
-def _subset_problem(problem: RKHSProblem, idx) -> RKHSProblem:
-    """The problem restricted to samples ``idx`` with the same per-sample hinge cost ``C / N``."""
-    C = None if problem.C is None else problem.C * idx.size / problem.N
+def _subset_problem(problem: RKHSProblem, idx, *, population: bool = False) -> RKHSProblem:
+    """The problem restricted to samples ``idx``: with the same per-sample hinge cost ``C / N``, or
+    (``population=True``) with hinge cost ``C`` over the subset, i.e. a smaller sample of the same population."""
+    C = problem.C if problem.C is None or population else problem.C * idx.size / problem.N
     return RKHSProblem(problem.X[idx], problem.y[idx], problem.dictionary, problem.gamma, problem.eps, C,
                        K=problem.K[idx])
+
+
+def _checked_start(problem: RKHSProblem, lam0, z0):
+    """The warm start as arrays: ``lam0`` clipped to ``[0, C]`` (unscaled) and ``z0``; errors name the argument."""
+    if lam0 is not None:
+        lam0 = np.asarray(lam0, dtype=float)
+        if lam0.shape != (problem.N,) or not np.isfinite(lam0).all():
+            raise ValueError(f"lam0 must be a finite array of shape ({problem.N},)")
+        lam0 = np.clip(lam0, 0.0, problem.upper)
+    if z0 is not None:
+        z0 = np.asarray(z0, dtype=float)
+        if z0.shape != (problem.M,) or not np.isfinite(z0).all():
+            raise ValueError(f"z0 must be a finite array of shape ({problem.M},)")
+    return lam0, z0
 
 
 def _solve_working_set(problem, *, method, tol, max_iter, time_limit, lam0, z0, record_history, verbose,
@@ -381,13 +388,8 @@ def _solve_working_set(problem, *, method, tol, max_iter, time_limit, lam0, z0, 
     """SSNAL (or another method) on a growing working set of samples; see :func:`solve_dual`'s Notes."""
     start = time.perf_counter()
     N = problem.N
-    lam_full = np.zeros(N)
-    if lam0 is not None:
-        lam0 = np.asarray(lam0, dtype=float)
-        if lam0.shape != (N,) or not np.isfinite(lam0).all():
-            raise ValueError(f"lam0 must be a finite array of shape ({N},)")
-        lam_full = np.clip(lam0, 0.0, problem.upper)
-    z = None if z0 is None else np.asarray(z0, dtype=float)
+    lam_full = np.zeros(N) if lam0 is None else lam0
+    z = z0
     rng = np.random.default_rng(0)
     in_set = lam_full > 0
     target = 1.0 - problem.eps
@@ -396,8 +398,7 @@ def _solve_working_set(problem, *, method, tol, max_iter, time_limit, lam0, z0, 
         # a pilot model from a random sample at the population's scale (hinge cost C per sample
         # average, not C / N): the samples it puts near or inside the margin are the likely critical ones
         sample = np.sort(rng.choice(N, size=WORKING_SET_INITIAL, replace=False))
-        small = RKHSProblem(problem.X[sample], problem.y[sample], problem.dictionary, problem.gamma, problem.eps,
-                            problem.C, K=problem.K[sample])
+        small = _subset_problem(problem, sample, population=True)
         guess = solve_dual(small, method=method, tol=max(tol, WORKING_SET_COARSE_TOL), max_iter=max_iter,
                            time_limit=None if time_limit is None else 0.25 * time_limit, record_history=False,
                            working_set=False, **options)
