@@ -11,6 +11,7 @@ from __future__ import annotations
 from decimal import Decimal, localcontext
 
 import numpy as np
+import scipy.sparse as sp
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -27,7 +28,7 @@ def _dec(x):
 
 def exact_dual(p, lam) -> Decimal:
     """``c.lam - sum_j Delta_j pos(abar_j^2 / 2 - gamma)``, abar = (1/N) K^T (y lam), exactly."""
-    K = p.K.toarray()
+    K = sp.csr_matrix(p.K).toarray()
     with localcontext() as ctx:
         ctx.prec = 80
         total = sum((_dec(p.c[n]) * _dec(lam[n]) for n in range(p.N)), Decimal(0))
@@ -39,7 +40,7 @@ def exact_dual(p, lam) -> Decimal:
 
 def exact_envelope(p, alpha) -> Decimal | None:
     """Envelope objective at ``alpha`` exactly; None when a hard margin is violated."""
-    K = p.K.toarray()
+    K = sp.csr_matrix(p.K).toarray()
     with localcontext() as ctx:
         ctx.prec = 80
         s = (2 * _dec(p.gamma)).sqrt()

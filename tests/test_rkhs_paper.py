@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 import pytest
 
 from gtvcvx.experiments import registry
@@ -25,7 +26,7 @@ def test_paper_dual_ascent_is_eq_12_written_out():
     p = _tiny_hard_margin()
     rng = np.random.default_rng(1)
     lam0 = rng.uniform(0, 50, p.N)
-    K = p.K.toarray()
+    K = sp.csr_matrix(p.K).toarray()
     expected = lam0.copy()
     for _ in range(3):  # eqs. (8)-(12) with a dense kernel matrix
         abar = K.T @ (p.y * expected) / p.N
@@ -43,7 +44,7 @@ def test_paper_dual_ascent_with_a_working_step_approaches_the_certified_dual():
     best = solve_dual(p, tol=1e-8)
     assert str(best.status) == "optimal"
     # a step of 1/2 over the Lipschitz constant of the smooth part, in the paper's units (eta / N per lambda)
-    eta = 0.5 * p.N**2 / (np.linalg.norm(p.K.toarray(), 2) ** 2 * p.Delta.max())
+    eta = 0.5 * p.N**2 / (np.linalg.norm(sp.csr_matrix(p.K).toarray(), 2) ** 2 * p.Delta.max())
     lam = study.paper_dual_ascent(p, eta, 4000, np.ones(p.N))
     assert p.dual_objective(lam) <= best.primal + 1e-9  # weak duality holds for any lambda
     assert p.dual_objective(lam) > 0.9 * best.dual  # measured 0.95
@@ -188,19 +189,37 @@ def test_working_set_agrees_with_clarabel_and_is_chosen_by_size(monkeypatch):
 
 
 @pytest.mark.parametrize("method", ["ssnal", "pdhg"])
-def test_dense_and_sparse_kernel_products_give_the_same_solve(monkeypatch, method):
+def test_dense_and_sparse_kernel_products_give_the_same_solve(method):
     import gtvcvx.rkhs.solver as solver
 
     p = _soft(120, seed=5)
-    results = []
-    for fraction in (0.0, 1.1):  # every B held dense, then none
-        monkeypatch.setattr(solver, "DENSE_FRACTION", fraction)
-        assert solver._Scaled(p).dense == (fraction == 0.0)
-        results.append(solve_dual(p, method=method, tol=1e-7, max_iter=None if method == "ssnal" else 5000))
-    dense, sparse = results
+    assert p.dense and isinstance(p.K, np.ndarray)  # mostly filled: stored dense by default
+    as_csr = RKHSProblem(p.X, p.y, p.dictionary, p.gamma, p.eps, p.C, K=sp.csr_matrix(p.K))
+    assert not as_csr.dense and not solver._Scaled(as_csr).dense  # a given CSR matrix stays CSR
+    lam, alpha = np.arange(120.0), np.where(np.arange(p.M) % 7 == 0, 1.5, 0.0)
+    for a, b in [(p.abar_with_bound(lam), as_csr.abar_with_bound(lam)), (p.decision(alpha), as_csr.decision(alpha))]:
+        np.testing.assert_allclose(a, b, rtol=1e-13)
+    np.testing.assert_allclose(p.kernel_rows([3, 1]), as_csr.kernel_rows([3, 1]).toarray())
+    dense, sparse = (solve_dual(q, method=method, tol=1e-7, max_iter=None if method == "ssnal" else 5000)
+                     for q in (p, as_csr))
     assert str(dense.status) == str(sparse.status) and dense.iterations == sparse.iterations
     assert dense.dual == pytest.approx(sparse.dual, rel=1e-9, abs=1e-12)
     np.testing.assert_allclose(dense.multipliers, sparse.multipliers, rtol=1e-7, atol=1e-9)
+
+
+def test_kernel_matrix_storage():
+    data = rdata.ellipses(50, seed=1)
+    wide, narrow = Dictionary.grid(rdata.ELLIPSE_BOX, 6, [3.0]), Dictionary.grid(rdata.ELLIPSE_BOX, 6, [0.05])
+    for D in (wide, narrow):
+        sparse = D.kernel_matrix(data.X)
+        assert sp.issparse(sparse)
+        auto = D.kernel_matrix(data.X, storage="auto")
+        assert isinstance(auto, np.ndarray) == (sparse.nnz >= 0.5 * 50 * D.n_atoms)
+        np.testing.assert_array_equal(sp.csr_matrix(auto).toarray(), sparse.toarray())
+    assert isinstance(wide.kernel_matrix(data.X, storage="auto"), np.ndarray)
+    assert sp.issparse(narrow.kernel_matrix(data.X, storage="auto"))
+    with pytest.raises(ValueError, match="storage must be 'sparse' or 'auto'"):
+        wide.kernel_matrix(data.X, storage="dense")
 
 
 @pytest.mark.parametrize("working_set", [False, True])

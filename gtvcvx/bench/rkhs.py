@@ -141,7 +141,7 @@ def run(args) -> int:
         row["memory_ratio_vs_fast"] = ratio(row["extra_mb"], fast["extra_mb"])
 
     probe = build_instance(**kw)
-    n_atoms, density = probe.M, probe.K.nnz / (probe.N * probe.M)
+    n_atoms, density = probe.M, probe.density
     cols = ["solver", "status", "setup_s", "solve_s", "wall_s", "peak_mb", "extra_mb", "dual", "dual_error",
             "certified_rel_gap", "iterations", "newton_steps", "n_kernels", "n_critical", "time_ratio_vs_fast",
             "memory_ratio_vs_fast"]

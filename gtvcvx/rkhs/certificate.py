@@ -140,10 +140,10 @@ def certify(problem: RKHSProblem, lam, z=None, *, feasible_alpha=None) -> RKHSCe
         nan_alpha = np.zeros(p.M)
         return RKHSCertificate(np.zeros(p.N), float("-inf"), nan_alpha, float("nan"), float("nan"), float("nan"), None,
                            float("inf"), float("inf"), float("inf"), message="multipliers are not finite")
-    abar = p.abar(lam)
+    abar, abar_bound = p.abar_with_bound(lam)
     # c.lam - sum Delta phi*(abar) can cancel when C is large: lower the bound by a first-order
     # bound on its rounding, so that dual <= D(lam) <= P* holds to the last bit
-    magnitude = abs(float(p.c @ lam)) + float(p.Delta @ phi_conjugate(p.abs_Phi @ lam, p.gamma))
+    magnitude = abs(float(p.c @ lam)) + float(p.Delta @ phi_conjugate(abar_bound, p.gamma))
     dual = p.dual_objective(lam, abar) - 4.0 * (p.N + p.M + 8) * np.finfo(float).eps * magnitude
     alpha = p.recover_alpha(abar=abar)
     f_alpha = p.decision(alpha)

@@ -22,6 +22,9 @@ DEFAULT_THRESHOLD = 1e-8
 #: Dense block size (rows x atoms) used while building a sparse kernel matrix.
 _BLOCK_ELEMENTS = 2_000_000
 
+#: ``storage="auto"`` keeps a kernel matrix dense when at least this fraction of its entries is kept.
+DENSE_FRACTION = 0.5
+
 
 def gaussian_kernel(X, centers, widths) -> np.ndarray:
     """Dense Gaussian kernel ``k(x_n, s_j; w_j) = exp(-||x_n - s_j||^2 / (2 w_j^2))``.
@@ -259,42 +262,66 @@ class Dictionary:
         return Dictionary(self.centers[idx], self.widths[idx], self.weights[idx], threshold=self.threshold)
 
     # ------------------------------------------------------------------ kernel matrices
-    def kernel_matrix(self, X, *, name: str = "X") -> sp.csr_matrix:
-        """Sparse kernel matrix ``K_nj = k(x_n, s_j; w_j)`` with entries ``< threshold`` dropped.
+    def kernel_matrix(self, X, *, name: str = "X", storage: str = "sparse"):
+        """Kernel matrix ``K_nj = k(x_n, s_j; w_j)`` with entries ``< threshold`` dropped (set to 0).
 
-        Built in dense row blocks of bounded size (no Python loop over samples or atoms).
+        Built in dense blocks of bounded size (no Python loop over samples or atoms).
+
+        Parameters
+        ----------
+        X : array_like (N, d)
+        name : str
+            The argument's name in error messages.
+        storage : {"sparse", "auto"}
+            ``"sparse"``: a CSR matrix. ``"auto"``: a dense Fortran-ordered array (``K.T`` is
+            C-contiguous: each atom's column is contiguous) when at least :data:`DENSE_FRACTION`
+            of the entries are kept, CSR otherwise. The first block decides; a dense result that
+            ends up below the fraction is converted. Dense BLAS products are ~3x faster than CSR
+            ones on such matrices, and CSR would store them in at least 3/4 of the bytes.
 
         Returns
         -------
-        scipy.sparse.csr_matrix (N, M)
+        scipy.sparse.csr_matrix or ndarray (N, M)
         """
+        if storage not in ("sparse", "auto"):
+            raise ValueError(f"storage must be 'sparse' or 'auto', got {storage!r}")
         X = as_float_array(X, name, ndim=2)
         if X.shape[1] != self.dim:
             raise ValueError(f"{name} must have {self.dim} columns (the dictionary's dimension), got {X.shape[1]}")
         n, m = X.shape[0], self.n_atoms
+        if n == 0 or m == 0:
+            return sp.csr_matrix((n, m))
         inv = 1.0 / (2.0 * self.widths**2)
         cut = np.inf if self.threshold == 0 else np.log(1.0 / self.threshold)
-        rows = max(1, _BLOCK_ELEMENTS // max(m, 1))
+        rows = max(1, _BLOCK_ELEMENTS // m)
         what = f"Dictionary.kernel_matrix: the kernel matrix of {n} samples x {m} atoms"
-        # one dense block (three float64 arrays of rows x m) and, without sparsification,
-        # every entry stored; with a threshold the nonzeros are counted block by block
-        dense_nnz = float(n) * m if self.threshold == 0 else 0.0
-        check_memory(24.0 * min(rows, n) * m + _NNZ_BYTES * dense_nnz, what)
-        blocks = []
-        nnz = 0
+        block_bytes = 24.0 * min(rows, n) * m  # one block: three float64 arrays of rows x m
+
+        def block(start, out=None):  # exp(-E) of every atom against samples start..start+rows, (m, rows)
+            E = _sq_dist(self.centers, X[start:start + rows])
+            E *= inv[:, None]
+            if np.isfinite(cut):
+                E[E > cut] = np.inf
+            return np.exp(-E, out=E if out is None else out)
+
+        first = block(0)
+        if storage == "auto" and np.count_nonzero(first) >= DENSE_FRACTION * first.size:
+            check_memory(block_bytes + 8.0 * n * m, what)
+            with allocation_guard(what):
+                Kt = np.empty((m, n))  # atoms x samples, C-ordered; returned transposed
+                Kt[:, :first.shape[1]] = first
+                for start in range(first.shape[1], n, rows):  # loop over sample blocks, not samples
+                    block(start, out=Kt[:, start:start + rows])
+                K = Kt.T
+                return K if np.count_nonzero(Kt) >= DENSE_FRACTION * n * m else sp.csr_matrix(K)
+        # without sparsification every entry is stored; with a threshold the nonzeros are counted
+        check_memory(block_bytes + (_NNZ_BYTES * float(n) * m if self.threshold == 0 else 0.0), what)
         with allocation_guard(what):
-            for start in range(0, n, rows):  # loop over row blocks, not samples
-                E = _sq_dist(X[start:start + rows], self.centers)
-                E *= inv
-                if np.isfinite(cut):
-                    E[E > cut] = np.inf
-                np.exp(-E, out=E)
-                blocks.append(sp.csr_matrix(E))
+            blocks, nnz = [], 0
+            for start in range(0, n, rows):
+                blocks.append(sp.csr_matrix((first if start == 0 else block(start)).T))
                 nnz += blocks[-1].nnz
-                check_memory(24.0 * min(rows, n) * m + _NNZ_BYTES * nnz,
-                             f"{what} (at least {nnz} entries above the threshold)")
-            if not blocks:
-                return sp.csr_matrix((0, m))
+                check_memory(block_bytes + _NNZ_BYTES * nnz, f"{what} (at least {nnz} entries above the threshold)")
             K = sp.vstack(blocks, format="csr")
             K.sort_indices()
         return K
@@ -309,4 +336,4 @@ class Dictionary:
                 raise ValueError(f"{name} must have {self.dim} columns (the dictionary's dimension), got {X.shape[1]}")
             return np.zeros(X.shape[0])
         sub = self.subset(support)
-        return sub.kernel_matrix(X, name=name) @ (sub.weights * alpha[support])
+        return sub.kernel_matrix(X, name=name, storage="auto") @ (sub.weights * alpha[support])

@@ -88,8 +88,9 @@ class RKHSProblem:
         Margin slack ``eps >= 0``; the margin constraints are ``y_n f(x_n) >= 1 - eps``.
     C : float or None
         Soft-margin bound on the multipliers (``None``: hard margin, the paper's problem).
-    K : scipy.sparse matrix (N, M), optional
-        A precomputed kernel matrix (otherwise ``dictionary.kernel_matrix(X)``).
+    K : scipy.sparse matrix or ndarray (N, M), optional
+        A precomputed kernel matrix (otherwise ``dictionary.kernel_matrix(X, storage="auto")``:
+        dense when mostly filled, CSR otherwise). A dense array is kept dense.
 
     Notes
     -----
@@ -121,29 +122,57 @@ class RKHSProblem:
         self.eps = _check_positive(eps, "eps", allow_zero=True)
         self.C = None if C is None else _check_positive(C, "C")
         if K is None:
-            K = dictionary.kernel_matrix(X)
+            K = dictionary.kernel_matrix(X, storage="auto")
+        elif isinstance(K, np.ndarray):
+            K = as_float_array(K, "K", ndim=2)  # finite, float64
         else:
             K = sp.csr_matrix(K, dtype=float)
-            if K.shape != (X.shape[0], dictionary.n_atoms):
-                raise ValueError(f"K must have shape {(X.shape[0], dictionary.n_atoms)}, got {K.shape}")
+        if K.shape != (X.shape[0], dictionary.n_atoms):
+            raise ValueError(f"K must have shape {(X.shape[0], dictionary.n_atoms)}, got {K.shape}")
+        self.dense = isinstance(K, np.ndarray)
+        if self.dense:
+            self.Kt = np.ascontiguousarray(K.T)  # atoms x samples: atom rows contiguous (a view if K is F-ordered)
+            K = self.Kt.T
         self.K = K
         self.Delta = np.asarray(dictionary.weights, dtype=float)
         self.N, self.M = K.shape
         self.s = float(np.sqrt(2.0 * self.gamma))
         self.c = np.full(self.N, (1.0 - self.eps) / self.N)
-        # Phi = (1/N) K^T diag(y): (M, N); PhiT = its transpose (N, M)
-        self.PhiT = sp.csr_matrix(sp.diags(self.y / self.N) @ K)
-        self.Phi = sp.csr_matrix(self.PhiT.T)
+
+    @functools.cached_property
+    def PhiT(self):
+        """``Phi^T = (1/N) diag(y) K``, (N, M), stored like ``K`` (CSR or dense)."""
+        if self.dense:
+            return self.K * (self.y / self.N)[:, None]
+        return sp.csr_matrix(sp.diags(self.y / self.N) @ self.K)
+
+    @functools.cached_property
+    def Phi(self):
+        """``Phi = (1/N) K^T diag(y)``, (M, N), stored like ``K``."""
+        return self.PhiT.T if self.dense else sp.csr_matrix(self.PhiT.T)
+
+    @functools.cached_property
+    def nonnegative(self) -> bool:
+        """Whether every entry of ``K`` is >= 0 (always for Gaussian atoms): then ``|K| = K``."""
+        values = self.K if self.dense else self.K.data
+        return bool(values.size == 0 or values.min() >= 0)
 
     @functools.cached_property
     def abs_K(self):
-        """``|K|`` entrywise (cached: the certificates' rounding bounds use it at every check)."""
-        return abs(self.K)
+        """``|K|`` entrywise (``K`` itself when nonnegative; cached: the rounding bounds use it)."""
+        if self.nonnegative:
+            return self.K
+        return np.abs(self.K) if self.dense else abs(self.K)
 
-    @functools.cached_property
-    def abs_Phi(self):
-        """``|Phi|`` entrywise (cached)."""
-        return abs(self.Phi)
+    @property
+    def density(self) -> float:
+        """Fraction of ``K``'s entries that are stored nonzeros."""
+        stored = np.count_nonzero(self.Kt) if self.dense else self.K.nnz
+        return float(stored) / max(self.N * self.M, 1)
+
+    def kernel_rows(self, idx):
+        """The kernel matrix of samples ``idx`` (for subproblems), stored like ``K``."""
+        return self.Kt[:, idx].T if self.dense else self.K[idx]
 
     # --------------------------------------------------------------------------- dual side
     @property
@@ -153,7 +182,19 @@ class RKHSProblem:
 
     def abar(self, lam) -> np.ndarray:
         """``abar = (1/N) K^T (y * lambda)``."""
+        if self.dense:
+            return self.Kt @ (self.y * lam / self.N)
         return self.Phi @ lam
+
+    def abar_with_bound(self, lam):
+        """``abar`` and ``|Phi| |lambda| = (1/N) |K|^T |lambda|`` (for rounding bounds), in one pass
+        over ``K`` when it is dense and nonnegative."""
+        lam = np.asarray(lam, dtype=float)
+        if self.dense and self.nonnegative:
+            both = self.Kt @ np.column_stack([self.y * lam, np.abs(lam)])
+            both /= self.N
+            return both[:, 0], both[:, 1]
+        return self.abar(lam), self.abs_K.T @ (np.abs(lam) / self.N)
 
     def dual_objective(self, lam, abar=None) -> float:
         """``D(lambda)``; ``-inf`` when ``lambda`` is outside ``[0, C]``."""
@@ -173,7 +214,12 @@ class RKHSProblem:
     # --------------------------------------------------------------------------- primal side
     def decision(self, alpha) -> np.ndarray:
         """``f(x_n) = (K (Delta * alpha))_n`` on the training samples."""
-        return self.K @ (self.Delta * alpha)
+        w = self.Delta * np.asarray(alpha, dtype=float)
+        if self.dense:  # only the atoms in use: their contiguous rows of K^T
+            support = np.flatnonzero(w)
+            if support.size < 0.5 * self.M:
+                return w[support] @ self.Kt[support]
+        return self.K @ w
 
     def margin_violation(self, alpha, f=None) -> np.ndarray:
         """``pos(1 - eps - y_n f(x_n))`` per sample."""

@@ -66,26 +66,20 @@ def prox_h_conjugate(v, sigma, Delta, s):
 # ---------------------------------------------------------------------------------------
 # shared machinery
 # ---------------------------------------------------------------------------------------
-#: ``B = K^T diag(y)`` is held dense when at least this fraction of its entries is stored ...
-DENSE_FRACTION = 0.5
-#: ... and it has at most this many entries (2^26: 512 MiB of float64).
-DENSE_MAX_ENTRIES = 1 << 26
-
-
 class _Scaled:
-    """The dual in scaled multipliers ``lambda' = lambda / N``."""
+    """The dual in scaled multipliers ``lambda' = lambda / N``, with ``B = K^T diag(y)`` (M x N).
+
+    A dense problem keeps only ``K^T`` (``p.Kt``, atom rows contiguous) and applies the signs on
+    the fly; a sparse one holds ``B`` and ``B^T`` as CSR.
+    """
 
     def __init__(self, problem: RKHSProblem):
         p = problem
         self.p = p
         self.N, self.M = p.N, p.M
-        B = p.Phi * float(p.N)  # K^T diag(y): M x N, CSR (Phi = (1/N) K^T diag(y))
-        self.dense = B.nnz >= DENSE_FRACTION * B.shape[0] * B.shape[1] and B.shape[0] * B.shape[1] <= DENSE_MAX_ENTRIES
-        if self.dense:  # a mostly-full kernel matrix: BLAS products are ~3x faster than CSR ones
-            self.B = B.toarray()
-            self.BT = self.B.T  # a view: BLAS multiplies by the transpose in place
-        else:
-            self.B = B
+        self.dense = p.dense
+        if not self.dense:
+            self.B = p.Phi * float(p.N)  # K^T diag(y): M x N, CSR (Phi = (1/N) K^T diag(y))
             self.BT = p.PhiT * float(p.N)  # N x M, CSR
         self.c = np.full(p.N, 1.0 - p.eps)
         self.ub = np.inf if p.C is None else p.C / p.N
@@ -93,9 +87,17 @@ class _Scaled:
         self.s = p.s
         self.gamma = p.gamma
 
+    def B_mul(self, lam) -> np.ndarray:
+        """``B lam = K^T (y * lam)``, (M,)."""
+        return self.p.Kt @ (self.p.y * lam) if self.dense else self.B @ lam
+
+    def BT_mul(self, z) -> np.ndarray:
+        """``B^T z = y * (K z)``, (N,)."""
+        return self.p.y * (self.p.K @ z) if self.dense else self.BT @ z
+
     def rows(self, atoms) -> np.ndarray:
         """The rows ``B[atoms]`` as a dense array."""
-        return self.B[atoms] if self.dense else self.B[atoms].toarray()
+        return self.p.Kt[atoms] * self.p.y if self.dense else self.B[atoms].toarray()
 
     def norm_B(self, iters: int = 30, seed: int = 0) -> float:
         """Power-iteration estimate of ``||B||_2`` (slightly inflated for safety)."""
@@ -104,7 +106,7 @@ class _Scaled:
         x /= np.linalg.norm(x)
         val = 0.0
         for _ in range(iters):
-            y = self.BT @ (self.B @ x)
+            y = self.BT_mul(self.B_mul(x))
             val = np.linalg.norm(y)
             if val == 0:
                 return 1.0
@@ -299,10 +301,11 @@ def solve_dual(problem: RKHSProblem, *, method: str = "ssnal", tol: float = DEFA
     hard margin), so the reported gap is the full problem's, and a round without violators has
     the subset's gap. The Newton systems are ``|A| x |S|`` instead of ``|A| x N``.
 
-    ``B = K^T diag(y)`` is held as a dense array when at least :data:`DENSE_FRACTION` of its
-    entries are stored (Gaussian atoms as wide as the data): BLAS products are ~3x faster than CSR
-    ones there; measured on the classifier's defaults at N = 10^4 (96 % dense) 1.56 vs 2.25 s per
-    solve, and no difference at 39 % (the ``bench rkhs`` instance, left sparse).
+    ``B = K^T diag(y)`` is applied through the problem's kernel matrix: a dense problem (the kernel
+    matrix built with ``storage="auto"`` is dense when at least half its entries are kept:
+    Gaussian atoms as wide as the data) keeps only ``K^T`` with contiguous atom rows and applies
+    the signs on the fly; BLAS products there are ~3x faster than CSR ones (classifier defaults
+    at N = 10^4, 96 % filled: whole fit 3.2 -> 1.6 s); a sparse problem holds ``B`` and ``B^T`` as CSR.
 
     Measured on the benchmark instance (``gtvcvx bench rkhs``: N = 900, 3072 atoms, soft margin),
     SSNAL certified a relative gap of 2e-8 after 141 Newton steps (2.7 s) while restarted PDHG
@@ -366,7 +369,7 @@ def _subset_problem(problem: RKHSProblem, idx, *, population: bool = False) -> R
     (``population=True``) with hinge cost ``C`` over the subset, i.e. a smaller sample of the same population."""
     C = problem.C if problem.C is None or population else problem.C * idx.size / problem.N
     return RKHSProblem(problem.X[idx], problem.y[idx], problem.dictionary, problem.gamma, problem.eps, C,
-                       K=problem.K[idx])
+                       K=problem.kernel_rows(idx))
 
 
 def _checked_start(problem: RKHSProblem, lam0, z0):
@@ -589,7 +592,7 @@ def _ssnal(sc, tracker, lam, z, max_iter, *, sigma0=10.0, sigma_growth=2.0, sigm
     s, ub, Delta = sc.s, sc.ub, sc.Delta
     if z is None:
         z = np.zeros(M)
-    mu = sc.c - sc.BT @ z  # stationarity of the Lagrangian in lambda
+    mu = sc.c - sc.BT_mul(z)  # stationarity of the Lagrangian in lambda
     sigma = float(sigma0)
     newton_total = 0
     status, message = None, ""
@@ -600,7 +603,7 @@ def _ssnal(sc, tracker, lam, z, max_iter, *, sigma0=10.0, sigma_growth=2.0, sigm
         tau = tau_factor * sigma
         lam_k = lam.copy()
         tdelta = Delta / sigma
-        v = sc.B @ lam + z / sigma
+        v = sc.B_mul(lam) + z / sigma
         x = lam + mu / sigma
         n_active = 0
         for it in range(max_inner + 1):
@@ -621,10 +624,10 @@ def _ssnal(sc, tracker, lam, z, max_iter, *, sigma0=10.0, sigma_growth=2.0, sigm
             d = _newton_direction(sc, U, W, x, g, sigma, tau)
             if not np.isfinite(d).all():
                 raise np.linalg.LinAlgError("non-finite Newton direction")
-            Bd = sc.B @ d
+            Bd = sc.B_mul(d)
             gd = float(g @ d)
             if gd >= 0:  # not a descent direction (numerical trouble): fall back to the gradient
-                d, Bd, gd = -g, sc.B @ (-g), -gn * gn
+                d, Bd, gd = -g, sc.B_mul(-g), -gn * gn
             t = _line_search(sc, v, x, lam - lam_k, d, Bd, gd, sigma, tau, tdelta)
             lam = lam + t * d
             v = v + t * Bd
@@ -653,13 +656,13 @@ def _pdhg(sc, tracker, lam, z, max_iter, *, check_every=64, restart=True, lp_che
     omega = float(omega0)
 
     def step(lam, z, tau, sigma):
-        lam1 = np.clip(lam - tau * (sc.BT @ z - sc.c), 0.0, ub)
-        z1 = prox_h_conjugate(z + sigma * (sc.B @ (2.0 * lam1 - lam)), sigma, Delta, s)
+        lam1 = np.clip(lam - tau * (sc.BT_mul(z) - sc.c), 0.0, ub)
+        z1 = prox_h_conjugate(z + sigma * sc.B_mul(2.0 * lam1 - lam), sigma, Delta, s)
         return lam1, z1
 
     def residual(lam, z, lam1, z1, tau, sigma):
         dl, dz = lam1 - lam, z1 - z
-        return float(np.sqrt(max(dl @ dl / tau + dz @ dz / sigma - 2.0 * dz @ (sc.B @ dl), 0.0)))
+        return float(np.sqrt(max(dl @ dl / tau + dz @ dz / sigma - 2.0 * dz @ sc.B_mul(dl), 0.0)))
 
     lam_avg, z_avg, n_avg = lam.copy(), z.copy(), 0
     lam_last, z_last = lam.copy(), z.copy()
@@ -718,9 +721,9 @@ def _subgradient(sc, tracker, lam, z, max_iter, *, step0=None, decay=1000.0, che
     n_checks = 0
     status, message = None, ""
     while True:
-        u = sc.B @ lam
+        u = sc.B_mul(lam)
         alpha = np.where(np.abs(u) > s, u, 0.0)
-        g = sc.c - sc.BT @ (Delta * alpha)  # ascent direction: margin violations
+        g = sc.c - sc.BT_mul(Delta * alpha)  # ascent direction: margin violations
         lam = np.clip(lam + step0 / np.sqrt(1.0 + k / decay) * g, 0.0, ub)
         k += 1
         if k % check_every and k < max_iter and not tracker.out_of_time():
