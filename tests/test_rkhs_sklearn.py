@@ -130,3 +130,13 @@ def test_atom_weight_sets_the_built_atoms_weights_and_is_validated(moons):
     for bad in (0.0, -1.0, float("nan"), True, "1"):
         with pytest.raises(ValueError, match="atom_weight must be None or a positive finite number"):
             SparseKernelClassifier(atom_weight=bad).fit(X, y)
+
+
+def test_verbose_prints_the_certificate_checks_and_is_silent_by_default(moons, capsys):
+    X, y = moons
+    SparseKernelClassifier().fit(X, y)
+    assert capsys.readouterr().out == ""
+    clf = SparseKernelClassifier(verbose=True).fit(X, y)
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[ssnal]")]
+    assert lines and "rel_gap=" in lines[-1] and " t=" in lines[-1]
+    assert float(lines[-1].split("rel_gap=")[1].split()[0]) == pytest.approx(clf.rel_gap_, rel=1e-3)

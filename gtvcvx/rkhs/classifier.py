@@ -103,6 +103,10 @@ class SparseKernelClassifier(ClassifierMixin, BaseEstimator):
     random_state : int, RandomState or None, default=0
         Draws the centers of ``"samples"`` (when there are more samples than ``n_centers``)
         and scrambles ``"sobol"``.
+    verbose : bool, default=False
+        Print the fast core's progress to stdout: every certificate check with the elapsed
+        seconds, the best dual and primal bounds and the relative gap (and, from 2000 samples,
+        each working-set round). Silent by default, as scikit-learn's estimators are.
 
     Attributes
     ----------
@@ -148,7 +152,8 @@ class SparseKernelClassifier(ClassifierMixin, BaseEstimator):
     def __init__(self, dictionary="samples", gamma=0.5, eps=0.1, C=1000.0, solver="fast", *, widths=None,
                  n_centers=500, atom_weight=1.0, method="ssnal", tol=1e-6, max_iter=None, time_limit=None,
                  recovery="envelope",
-                 critical_tol=DEFAULT_CRITICAL_TOL, solver_options=None, blas_threads=1, random_state=0):
+                 critical_tol=DEFAULT_CRITICAL_TOL, solver_options=None, blas_threads=1, random_state=0,
+                 verbose=False):
         self.dictionary = dictionary
         self.gamma = gamma
         self.eps = eps
@@ -166,6 +171,7 @@ class SparseKernelClassifier(ClassifierMixin, BaseEstimator):
         self.solver_options = solver_options
         self.blas_threads = blas_threads
         self.random_state = random_state
+        self.verbose = verbose
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -255,10 +261,13 @@ class SparseKernelClassifier(ClassifierMixin, BaseEstimator):
             results = []
             for target in targets:
                 problem = RKHSProblem(X, np.where(target == 1, 1.0, -1.0), dictionary, self.gamma, self.eps, self.C)
+                options = dict(self.solver_options or {})
+                if solver == "fast" and self.verbose:
+                    options.setdefault("verbose", True)
                 results.append(solve_problem(problem, solver, method=self.method, tol=self.tol,
                                              max_iter=self.max_iter, time_limit=self.time_limit,
                                              lam0=lam0 if len(targets) == 1 else None,
-                                             critical_tol=self.critical_tol, solver_options=self.solver_options))
+                                             critical_tol=self.critical_tol, solver_options=options))
         self.dictionary_ = dictionary
         return self._set_fitted(results, classes, X.shape[1])
 

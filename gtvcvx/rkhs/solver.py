@@ -241,8 +241,8 @@ def solve_dual(problem: RKHSProblem, *, method: str = "ssnal", tol: float = DEFA
         (default) uses it with SSNAL from :data:`WORKING_SET_MIN_SAMPLES` samples.
     **options
         Method parameters: SSNAL ``sigma0`` (10), ``sigma_growth`` (2), ``sigma_max`` (1e6),
-        ``tau_factor`` (0.1 with a soft margin, 10 with the hard margin), ``inner_tol`` (0.3),
-        ``max_inner`` (50); PDHG ``check_every`` (64),
+        ``tau_factor`` (0.01 with a soft margin, 10 with the hard margin), ``inner_tol`` (0.3),
+        ``max_inner`` (200); PDHG ``check_every`` (64),
         ``restart`` (True); subgradient ``step0`` (``1/L``), ``decay`` (1000), ``check_every`` (64). Also
         ``lp_check_after`` (5): outer checks without a feasible hard-margin point before the
         feasibility LP decides whether the dual is unbounded.
@@ -274,7 +274,13 @@ def solve_dual(problem: RKHSProblem, *, method: str = "ssnal", tol: float = DEFA
     ellipses at N = 300 .. 900 (gamma = 25, eps = 1e-2, hard margin, 800 atoms) ``10`` halves the
     Newton steps and the time of ``0.1`` (e.g. 0.07 vs 0.30 s, 0.45 vs 0.94 s, 0.73 vs 1.30 s), while
     on soft-margin instances (gamma = 0.5, C = 1000, and the ``bench rkhs`` instance) ``0.1`` is
-    the fastest (0.55 vs 1.77 s, 2.6 vs 4.3 s); hence the default depends on the margin.
+    faster than ``10`` (0.55 vs 1.77 s, 2.6 vs 4.3 s) and ``0.01`` as fast as ``0.1`` (0.55 s on the
+    bench instance, 0.46 vs 0.49 s on the classifier's working set at N = 10^4); at N = 10^5 (a
+    working set of 22k samples, most multipliers at the bound C/N) ``0.1`` stalls at a relative gap
+    of 2.5e-3 (the Newton loop ran into its cap of 50 steps at every outer iteration), ``0.01``
+    with a cap of 200 certifies 3.7e-7 in 6.5 s (``0.003``: 3.7 s, but 0.7 vs 0.55 s on the bench
+    instance). Hence the default depends on the margin: 10 hard, 0.01 soft; ``max_inner`` 200
+    (hard margin: the as-written instances at N = 900 take 5.3 s for six seeds, 6.1 s with 50).
 
     **PDHG.** ``l+ = P_[0,C'](l - tau (B^T z - c))``, ``z+ = prox_{sigma h*}(z + sigma B (2 l+ - l))``
     with ``tau = eta / omega``, ``sigma = eta omega``, ``eta < 1/||B||``; restarts to the better of
@@ -426,7 +432,7 @@ def _solve_working_set(problem, *, method, tol, max_iter, time_limit, lam0, z0, 
         sub = _subset_problem(problem, idx)
         remaining = None if time_limit is None else max(time_limit - tracker.elapsed(), 1e-3)
         res = solve_dual(sub, method=method, tol=round_tol, max_iter=max_iter, time_limit=remaining,
-                         lam0=lam_full[idx] * idx.size / N, z0=z, record_history=False,
+                         lam0=lam_full[idx] * idx.size / N, z0=z, record_history=False, verbose=verbose,
                          critical_tol=critical_tol, working_set=False, **options)
         inner_total += int(res.iterations or 0)
         if res.multipliers is not None:
@@ -585,9 +591,9 @@ def _line_search(sc, v, x, lam_minus_k, d, Bd, gd, sigma, tau, tdelta):
 
 
 def _ssnal(sc, tracker, lam, z, max_iter, *, sigma0=10.0, sigma_growth=2.0, sigma_max=1e6, tau_factor=None,
-           inner_tol=0.3, max_inner=50, lp_check_after=5):
+           inner_tol=0.3, max_inner=200, lp_check_after=5):
     if tau_factor is None:  # measured per margin kind (see solve_dual's Notes)
-        tau_factor = 10.0 if sc.p.C is None else 0.1
+        tau_factor = 10.0 if sc.p.C is None else 0.01
     M = sc.M
     s, ub, Delta = sc.s, sc.ub, sc.Delta
     if z is None:
