@@ -241,7 +241,8 @@ def solve_dual(problem: RKHSProblem, *, method: str = "ssnal", tol: float = DEFA
         (default) uses it with SSNAL from :data:`WORKING_SET_MIN_SAMPLES` samples.
     **options
         Method parameters: SSNAL ``sigma0`` (10), ``sigma_growth`` (2), ``sigma_max`` (1e6),
-        ``tau_factor`` (0.01 with a soft margin, 10 with the hard margin), ``inner_tol`` (0.3),
+        ``tau_factor`` (a rule of ``Delta`` and ``C/N`` with a soft margin, see Notes; 10 with the
+        hard margin), ``inner_tol`` (0.3),
         ``max_inner`` (200); PDHG ``check_every`` (64),
         ``restart`` (True); subgradient ``step0`` (``1/L``), ``decay`` (1000), ``check_every`` (64). Also
         ``lp_check_after`` (5): outer checks without a feasible hard-margin point before the
@@ -274,12 +275,18 @@ def solve_dual(problem: RKHSProblem, *, method: str = "ssnal", tol: float = DEFA
     ellipses at N = 300 .. 900 (gamma = 25, eps = 1e-2, hard margin, 800 atoms) ``10`` halves the
     Newton steps and the time of ``0.1`` (e.g. 0.07 vs 0.30 s, 0.45 vs 0.94 s, 0.73 vs 1.30 s), while
     on soft-margin instances (gamma = 0.5, C = 1000, and the ``bench rkhs`` instance) ``0.1`` is
-    faster than ``10`` (0.55 vs 1.77 s, 2.6 vs 4.3 s) and ``0.01`` as fast as ``0.1`` (0.55 s on the
-    bench instance, 0.46 vs 0.49 s on the classifier's working set at N = 10^4); at N = 10^5 (a
-    working set of 22k samples, most multipliers at the bound C/N) ``0.1`` stalls at a relative gap
-    of 2.5e-3 (the Newton loop ran into its cap of 50 steps at every outer iteration), ``0.01``
-    with a cap of 200 certifies 3.7e-7 in 6.5 s (``0.003``: 3.7 s, but 0.7 vs 0.55 s on the bench
-    instance). Hence the default depends on the margin: 10 hard, 0.01 soft; ``max_inner`` 200
+    faster than ``10`` (0.55 vs 1.77 s, 2.6 vs 4.3 s). The best soft-margin value moves with the
+    atom weights ``Delta`` and the scaled box ``C' = C/N``, and the default follows the
+    measurements: ``tau_factor = 0.01 median(Delta)^(-3/4) min(C', 1)^(1/2)`` (clipped to
+    [1e-3, 10]). Measured (seconds, SSNAL to 1e-6; "sub" is the working set of the classifier's
+    fit): bench instance (N = 900, Delta = 0.79, C' = 1.1): 0.001 1.33, 0.01 0.55, 0.1 0.55;
+    classifier defaults (Delta = 1) N = 10^4 sub (C' = 0.1): 0.001 0.43, 0.01 0.46, 0.1 0.49;
+    N = 10^5 sub (C' = 0.01, 22k samples, most at the bound): 0.001 3.3, 0.01 5.1, 0.1 stalls at
+    a gap of 2.5e-3 (the Newton loop ran into a cap of 50 steps at every outer iteration);
+    ``atom_weight=None`` (Delta = 0.002) N = 1000 (C' = 1): 0.01 10.8, 0.1 6.0, 0.3 4.6, 1 3.5,
+    3 4.3; N = 10^4 (C' = 0.1): 0.1 47.7 (another run), 0.3 41.9, 1 61.8. With the rule: bench
+    instance 0.54-0.59 s; classifier fits (default threads) 0.16 s at N = 10^3, 1.1-1.3 s at 10^4,
+    10.6 s at 10^5; ``atom_weight=None`` 3.6 s at 10^3, 42 s at 10^4. ``max_inner`` 200
     (hard margin: the as-written instances at N = 900 take 5.3 s for six seeds, 6.1 s with 50).
 
     **PDHG.** ``l+ = P_[0,C'](l - tau (B^T z - c))``, ``z+ = prox_{sigma h*}(z + sigma B (2 l+ - l))``
@@ -592,8 +599,9 @@ def _line_search(sc, v, x, lam_minus_k, d, Bd, gd, sigma, tau, tdelta):
 
 def _ssnal(sc, tracker, lam, z, max_iter, *, sigma0=10.0, sigma_growth=2.0, sigma_max=1e6, tau_factor=None,
            inner_tol=0.3, max_inner=200, lp_check_after=5):
-    if tau_factor is None:  # measured per margin kind (see solve_dual's Notes)
-        tau_factor = 10.0 if sc.p.C is None else 0.01
+    if tau_factor is None:  # measured per margin kind and atom weight (see solve_dual's Notes)
+        tau_factor = 10.0 if sc.p.C is None else float(np.clip(
+            0.01 * np.median(sc.Delta) ** -0.75 * min(sc.ub, 1.0) ** 0.5, 1e-3, 10.0))
     M = sc.M
     s, ub, Delta = sc.s, sc.ub, sc.Delta
     if z is None:
