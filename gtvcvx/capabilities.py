@@ -30,6 +30,9 @@ TRAITS = {
     "norm": "phi is a norm (a positively homogeneous penalty with a bounded dual ball)",
     "quadratic": "phi or L is a convex quadratic",
     "classifier": "labels y in {-1, +1} predicted by sign(x^T w) (training accuracy is measured)",
+    "no_minimizer_if_separable": ("L_i(t w) decreases strictly towards inf L_i = 0 as t -> inf when every sample "
+                                  "of node i has y x^T w > 0 (logistic; ``X_all``, ``y_all``, ``node_of_sample``): "
+                                  "strictly separable data leave the problem without a minimizer"),
 }
 
 

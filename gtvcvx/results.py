@@ -21,6 +21,8 @@ class Status(StrEnum):
     UNBOUNDED = "unbounded"
     SOLVER_ERROR = "solver_error"
     INACCURATE = "inaccurate"
+    #: bounded below, but the infimum is not attained (e.g. logistic loss on separable data)
+    NO_MINIMIZER = "no_minimizer"
 
 
 def relative_gap(primal: float, dual: float) -> float:

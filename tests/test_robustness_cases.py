@@ -431,8 +431,10 @@ def test_separable_logistic_data_has_no_minimizer_and_no_false_certificate():
     X = [np.array([[1.0, 0.0], [2.0, 1.0]]), np.array([[-1.0, 0.5], [-2.0, -1.0]])]
     y = [np.ones(2), -np.ones(2)]
     problem = g.GTVProblem(g.graphs.chain(2), g.Logistic(X, y), g.Norm2(), 0.1)
-    result = g.solve(problem, max_iter=300)
-    # the flow iterates are unbounded; only the zero flow is a finite dual point, D(0) = 0 = inf P
+    found = g.solve(problem, max_iter=300)  # decided up front by the separability LP
+    assert found.status == "no_minimizer" and found.W is None and "strictly linearly separable" in found.message
+    result = g.solve(problem, max_iter=300, check_separability=False)
+    # iterating anyway: the flow iterates are unbounded; only the zero flow is a finite dual point, D(0) = 0 = inf P
     assert result.status == "max_iter" and "certified with the zero flow" in result.message
     assert result.dual <= 0.0 and result.gap >= result.primal  # never below the true gap P(W) - 0
     assert 0 < result.primal < 1e-3  # the infimum 0 is approached, never attained

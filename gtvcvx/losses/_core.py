@@ -733,7 +733,7 @@ class Logistic(_DesignLoss):
     """
 
     name = "logistic"
-    traits = ("smooth", "classifier")
+    traits = ("smooth", "classifier", "no_minimizer_if_separable")
 
     @staticmethod
     def _margins(C, rows) -> np.ndarray:

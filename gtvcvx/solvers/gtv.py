@@ -31,6 +31,7 @@ from .chain import chain_plan, solve_chain
 from .distributed import solve_distributed
 from .polish import fused_clusters, polish_applies, polish_clusters
 from .quadratic import quadratic_refusal, solve_quadratic
+from .separability import find_separation
 
 __all__ = ["solve", "IterationInfo", "METHODS"]
 
@@ -72,7 +73,8 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
           warm_start=None, callback=None, *, method: str = "auto", eta: float = 0.99,
           reflection: float = 1.0, primal_weight: float | None = None, adaptive_weight: bool = True,
           check_every: int | None = None, restart_check: int = 4, blas_threads: int | None = 1,
-          backend: str = "local", client=None, n_parts: int | None = None, **dask_options) -> GTVResult:
+          backend: str = "local", client=None, n_parts: int | None = None, check_separability: bool = True,
+          **dask_options) -> GTVResult:
     r"""Solve GTV minimization and its network-flow dual with a certified duality gap.
 
     Parameters
@@ -130,6 +132,13 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
         The cluster of ``backend="dask"`` (default: a LocalCluster for the call).
     n_parts : int, optional
         Number of parts of ``backend="dask"`` (default: one per worker).
+    check_separability : bool
+        For a loss that declares ``"no_minimizer_if_separable"`` (logistic), first decide by one
+        linear program whether some connected component's pooled samples are strictly linearly
+        separable (:func:`gtvcvx.solvers.separability.find_separation`, up to
+        ``separability.MAX_ENTRIES`` design entries, local backend). If so the objective has no
+        minimizer and the result returns at once with status ``no_minimizer``, ``W = None``, the
+        reason in ``message`` and the direction of descent in ``info["recession_direction"]``.
     **dask_options
         Further options of ``backend="dask"``: ``partition``, ``checkpoint_dir``,
         ``checkpoint_every``, ``verbose``, ``seed``.
@@ -192,6 +201,14 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
         raise TypeError(f"problem must be a gtvcvx.GTVProblem, got {type(problem).__name__}")
     _check_options(tol, max_iter, time_limit, method, eta, reflection, check_every, restart_check)
     max_iter = int(max_iter)
+    if check_separability:
+        t_check = time.perf_counter()
+        separation = find_separation(problem)
+        if separation is not None:
+            return GTVResult(status=Status.NO_MINIMIZER, solver="fast", iterations=0,
+                             setup_time=time.perf_counter() - t_check, message=separation.message(problem.loss.name),
+                             info={"method": "separability", "recession_direction": separation.direction,
+                                   "separable_component": separation.component})
     if method in ("auto", "chain"):
         t_plan = time.perf_counter()
         plan = chain_plan(problem) if method == "auto" else None
