@@ -18,4 +18,7 @@ def test_bank_instances_are_seeded_and_match_clarabel():
     lag = real.call_lag(a, tol=1e-6)
     assert lag["true_at"] is not None and lag["certified_at"] >= lag["true_at"]
     classification = real.build("karate_club", "breast_cancer", "norm1", 2, 0.05, seed=0)
-    assert classification.d == 31 and set(np.unique(classification.loss.y_all)) == {-1.0, 1.0}
+    assert classification.d == 5 and set(np.unique(classification.loss.y_all)) == {-1.0, 1.0}
+    assert real.call_gtvcvx(classification, tol=1e-6)["status"] == "optimal"  # weak features: a minimizer
+    separable = real.build("karate_club", "breast_cancer_all", "norm1", 2, 0.05, seed=0)
+    assert separable.d == 31 and real.call_gtvcvx(separable, tol=1e-6)["status"] == "no_minimizer"

@@ -6,8 +6,13 @@ per node (``m_i < d`` is common):
 
 * regression: the diabetes data (442 x 10, standardized, plus an intercept: d = 11),
   ``SquaredError``;
-* classification: the breast-cancer data (569 x 30, standardized, plus an intercept: d = 31),
-  ``Logistic`` with labels +-1;
+* classification: the breast-cancer data (569 samples, labels +-1), ``Logistic``: four weakly
+  informative features (:data:`WEAK_FEATURES`, standardized, plus an intercept: d = 5), whose
+  pooled samples are not linearly separable on any bank graph, so a minimizer exists; and all 30
+  features (``breast_cancer_all``, d = 31), whose pooled samples are strictly separable on every
+  bank graph: the objective has no minimizer, which ``gtvcvx.solve`` reports (status
+  ``no_minimizer``) while CVXPY's solvers return "optimal" with weights that grow with their
+  accuracy; those rows are listed but left out of the worst ratio;
 
 with every penalty of ``--penalties`` at ``lam`` (standardized units). Each instance x penalty is
 solved by ``gtvcvx.solve`` (its automatic method choice) to a certified relative gap ``--tol`` and
@@ -36,7 +41,10 @@ HELP = "a bank of small real graphs (networkx) with real tabular data (scikit-le
 
 #: networkx generators of the bank (name -> callable), bundled data only (no download).
 GRAPHS = ("florentine_families", "davis_southern_women", "karate_club", "les_miserables", "grid_15x15")
-DATASETS = ("diabetes", "breast_cancer")
+DATASETS = ("diabetes", "breast_cancer", "breast_cancer_all")
+#: The breast-cancer features of the well-posed classification rows (measured: no bank graph's
+#: pooled samples are strictly separable with them, seeds 0-2; with "mean radius" they can be).
+WEAK_FEATURES = ("mean texture", "mean smoothness", "mean symmetry", "mean fractal dimension")
 PENALTIES = ("norm2", "norm1", "squared_norm2")
 TIGHT = {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10}
 
@@ -69,8 +77,13 @@ def _graph(name: str) -> Graph:
 def _data(name: str):
     from sklearn import datasets
 
-    loader = {"diabetes": datasets.load_diabetes, "breast_cancer": datasets.load_breast_cancer}[name]
-    X, y = loader(return_X_y=True)
+    if name == "diabetes":
+        X, y = datasets.load_diabetes(return_X_y=True)
+    else:
+        bunch = datasets.load_breast_cancer()
+        X, y = bunch.data, bunch.target
+        if name == "breast_cancer":
+            X = X[:, [list(bunch.feature_names).index(f) for f in WEAK_FEATURES]]
     X = (X - X.mean(axis=0)) / X.std(axis=0)
     X = np.hstack([np.ones((X.shape[0], 1)), X])
     if name == "diabetes":
@@ -166,7 +179,8 @@ def run(args) -> int:
                      f"CLARABEL {row['clarabel_s']:.3g} s, lag {row['certificate_lag']:.3g}")
     finally:
         bar.close()
-    worst = min((r["ratio_clarabel"] for r in rows if np.isfinite(r["ratio_clarabel"])), default=float("nan"))
+    solved = [r for r in rows if r["status"] != "no_minimizer"]  # no common answer to time
+    worst = min((r["ratio_clarabel"] for r in solved if np.isfinite(r["ratio_clarabel"])), default=float("nan"))
     worst_lag = max((r["certificate_lag"] for r in rows if np.isfinite(r["certificate_lag"])), default=float("nan"))
     cols = ["graph", "dataset", "penalty", "method", "gtvcvx_s", "clarabel_s", "scs_s", "ratio_clarabel",
             "ratio_best_peer", "status", "certified_rel_gap", "iterations", "certificate_lag", "gtvcvx_peak_mb"]
@@ -177,7 +191,9 @@ def run(args) -> int:
         f"--lam {args.lam:g} --tol {args.tol:g} --seed {args.seed} --out {args.out}` (started {started}). Graphs: "
         "networkx's bundled florentine families (15 nodes), Davis southern women (32), karate club (34), Les "
         "Miserables (77, weighted) and a 15 x 15 grid (225); data: scikit-learn's diabetes (squared error, d = 11) "
-        f"and breast cancer (logistic, d = 31), standardized, {args.samples_per_node} rows per node dealt at random "
+        "and breast cancer (logistic: `breast_cancer` four weak features, d = 5, not separable; `breast_cancer_all` "
+        "all 30, d = 31, strictly separable: no minimizer), standardized, "
+        f"{args.samples_per_node} rows per node dealt at random "
         f"(seed {args.seed}). Every call whole (CVXPY compilation included), each in its own process; "
         f"`ratio_clarabel` = CLARABEL seconds / gtvcvx seconds (above 1: gtvcvx faster); `certificate_lag` = "
         f"iterations to certify {args.tol:g} over iterations until the iterate's true gap was below it (same "
@@ -185,7 +201,8 @@ def run(args) -> int:
         "",
         format_table(rows, cols),
         "",
-        f"Worst ratio against CLARABEL: **{worst:.3g}** (the issue's target: >= 1 on every instance); largest "
+        f"Worst ratio against CLARABEL (rows with a minimizer): **{worst:.3g}** (the issue's target: >= 1 on every "
+        "instance); largest "
         f"certificate lag: **{worst_lag:.3g}** (target <= 2).",
         "",
     ]
