@@ -31,7 +31,7 @@ from ..problem import GTVProblem
 from ..results import GTVResult, Status, relative_gap
 from ._dask_part import Part, PartData
 from ._partition import part_layouts, partition_graph
-from .certificate import (_ROUNDING_FACTOR, UNBOUNDED_RTOL, Certificate, ResidualAllowance,
+from .certificate import (_ROUNDING_FACTOR, UNBOUNDED_TARGET_RTOL, Certificate, ResidualAllowance,
                           merge_allowance_partials)
 from ._pdhg_common import (CHECK_SPACING, IterationInfo, initial_primal_weight, step_norm_estimate, uniqueness_note,
                            warm_start_parts)
@@ -620,7 +620,7 @@ class _Certifier:
         self.constrained = bool(constrained.any()) and graph.n_edges > 0
         degree = np.maximum(graph.degree[constrained], 1)
         self.row_scale_min = float(1.0 / np.sqrt(degree.max())) if degree.size else 1.0
-        self.target_rtol = 0.1 * DOMAIN_RTOL if bounded else 0.1 * UNBOUNDED_RTOL
+        self.target_rtol = 0.1 * DOMAIN_RTOL if bounded else UNBOUNDED_TARGET_RTOL
         self.max_iter = 200  # as the single-process loop's projector: warm starts carry the work over
         self.constrained_mask = constrained
         self.setup(range(len(cluster.actors)))
