@@ -304,7 +304,9 @@ class Dictionary:
                 E[E > cut] = np.inf
             return np.exp(-E, out=E if out is None else out)
 
-        first = block(0)
+        check_memory(block_bytes, what)
+        with allocation_guard(what):
+            first = block(0)
         if storage == "auto" and np.count_nonzero(first) >= DENSE_FRACTION * first.size:
             check_memory(block_bytes + 8.0 * n * m, what)
             with allocation_guard(what):
