@@ -258,12 +258,12 @@ class SparseKernelClassifier(ClassifierMixin, BaseEstimator):
         with blas_threads(self.blas_threads):
             dictionary = self._build_dictionary(X)
             targets = [encoded] if classes.size == 2 else [(encoded == k).astype(int) for k in range(classes.size)]
+            options = dict(self.solver_options or {})
+            if solver == "fast" and self.verbose:
+                options.setdefault("verbose", True)
             results = []
             for target in targets:
                 problem = RKHSProblem(X, np.where(target == 1, 1.0, -1.0), dictionary, self.gamma, self.eps, self.C)
-                options = dict(self.solver_options or {})
-                if solver == "fast" and self.verbose:
-                    options.setdefault("verbose", True)
                 results.append(solve_problem(problem, solver, method=self.method, tol=self.tol,
                                              max_iter=self.max_iter, time_limit=self.time_limit,
                                              lam0=lam0 if len(targets) == 1 else None,
