@@ -105,7 +105,7 @@ def test_badly_scaled_data_is_still_certified_near_machine_precision():
 def test_other_problems_fall_back_to_the_iterative_core_and_explicit_chain_says_why(make, reason):
     problem = make()
     assert reason in chain_refusal(problem)
-    assert g.solve(problem, tol=1e-6).info["method"] == "halpern"
+    assert g.solve(problem, tol=1e-6).info["method"] in ("halpern", "interior")
     with pytest.raises(CapabilityError, match=reason):
         g.solve(problem, method="chain")
 
@@ -114,7 +114,7 @@ def test_a_cycle_is_refused_after_the_walk():
     ring = g.Graph.from_edges(6, np.array([[0, 1], [1, 2], [2, 0], [3, 4], [4, 5]]))
     problem = g.GTVProblem(ring, g.SquaredDistance(np.arange(6.0)[:, None]), g.Norm1(), 1.0)
     assert chain_refusal(problem) == "" and chain_plan(problem) is None
-    assert g.solve(problem).info["method"] == "halpern"
+    assert g.solve(problem).info["method"] in ("halpern", "interior")
     with pytest.raises(CapabilityError, match="cycle"):
         g.solve(problem, method="chain")
 

@@ -96,14 +96,15 @@ def test_labels_identical_between_solvers_on_separated_blobs():
         assert np.abs(results[0].centers[ps.truth.labels == c] - mean).max() < 1e-4
 
 
-def test_fast_means_halpern_and_method_names_match_gtvcvx_solve():
+def test_fast_means_auto_and_method_names_match_gtvcvx_solve():
     pts = small_points(12, n=20)
-    fast = convex_clustering(pts, 0.4, k=5, tol=1e-9)
+    fast = convex_clustering(pts, 0.4, k=5, tol=1e-9)  # gtvcvx.solve's "auto": interior-point here
     ssnal = convex_clustering(pts, 0.4, k=5, tol=1e-9, solver="SSNAL")  # gtvcvx names case-insensitive
     halpern = convex_clustering(pts, 0.4, k=5, tol=1e-9, solver="halpern")
     plain = convex_clustering(pts, 0.4, k=5, tol=1e-7, solver="pdhg")  # the paper's Algorithm 1, as in g.solve
     assert fast.gtv.solver == "fast" and ssnal.gtv.solver == "ssnal" and halpern.gtv.solver == "fast"
-    assert fast.gtv.info["method"] == halpern.gtv.info["method"] == "halpern" and plain.gtv.info["method"] == "pdhg"
+    assert fast.gtv.info["method"] == "interior" and halpern.gtv.info["method"] == "halpern"
+    assert plain.gtv.info["method"] == "pdhg"
     assert all(r.status == "optimal" and r.rel_gap <= 1e-9 for r in (fast, ssnal, halpern))
     assert plain.status == "optimal" and plain.rel_gap <= 1e-7
     assert np.abs(ssnal.centers - halpern.centers).max() < 1e-4 and np.array_equal(ssnal.labels, halpern.labels)
@@ -227,8 +228,9 @@ def test_snapping_certifies_large_lam():
     # fused centers cost lam A_e 1e-16 per edge, about the whole gap budget: the front end snaps the
     # centers of each cluster to one value and re-certifies (the certificate is recomputed)
     pts = small_points(4, n=20, d=3)
-    res = convex_clustering(pts, 1.65e9, k=5, tol=1e-7)
+    res = convex_clustering(pts, 1.65e9, k=5, tol=1e-7, solver="halpern")
     assert res.status == "optimal" and res.rel_gap <= 1e-7 and res.gtv.info.get("polished")
+    assert convex_clustering(pts, 1.65e9, k=5, tol=1e-7).rel_gap <= 1e-7  # auto (interior-point)
     assert res.gtv.info["unpolished_rel_gap"] > res.rel_gap
 
 

@@ -88,11 +88,11 @@ def test_disconnected_graph_and_isolated_node():
 
 def test_warm_start_converges_fast():
     problem = make_problem("squared_error", "norm1", seed=7, sizes=(6, 6), d=3, lam=0.2)
-    cold = g.solve(problem, tol=1e-8)
-    warm = g.solve(problem, tol=1e-8, warm_start=cold)
+    cold = g.solve(problem, tol=1e-8, method="halpern")
+    warm = g.solve(problem, tol=1e-8, warm_start=cold)  # auto: a warm start goes to the core
     assert warm.status == "optimal" and warm.iterations <= 5 < cold.iterations
     nearby = g.solve(problem.with_lam(0.21), tol=1e-8, warm_start=cold)
-    fresh = g.solve(problem.with_lam(0.21), tol=1e-8)
+    fresh = g.solve(problem.with_lam(0.21), tol=1e-8, method="halpern")
     assert nearby.iterations < fresh.iterations
 
 
@@ -104,11 +104,11 @@ def test_callback_stops_and_limits_are_honoured():
         seen.append(info.iteration)
         return len(seen) == 2
 
-    result = g.solve(problem, tol=1e-14, callback=stop_at_second)
+    result = g.solve(problem, tol=1e-14, callback=stop_at_second, method="halpern")
     assert result.status == "max_iter" and "callback" in result.message and len(seen) == 2
-    limited = g.solve(problem, tol=1e-14, max_iter=7)
+    limited = g.solve(problem, tol=1e-14, max_iter=7, method="halpern")
     assert limited.status == "max_iter" and limited.iterations == 7
-    timed = g.solve(problem, tol=1e-14, time_limit=0.05)
+    timed = g.solve(problem, tol=1e-14, time_limit=0.05, method="halpern")
     assert timed.status == "time_limit"
     # whatever the status, the certificate is honest
     ref = solve_primal(problem, "CLARABEL", **TIGHT)
@@ -118,7 +118,7 @@ def test_callback_stops_and_limits_are_honoured():
 
 def test_history_and_result_row():
     problem = make_problem("squared_error", "norm2", seed=9, sizes=(4, 4), d=2)
-    result = g.solve(problem)
+    result = g.solve(problem, method="halpern")
     h = result.history
     assert {"iteration", "time", "primal", "dual", "gap", "rel_gap", "restarts", "omega"} <= set(h.columns)
     assert h.iteration.is_monotonic_increasing and h.rel_gap.iloc[-1] == result.rel_gap
@@ -160,6 +160,6 @@ def test_too_long_steps_fall_back_safely(monkeypatch):
     problem = make_problem("squared_error", "norm2", seed=11, sizes=(6, 6), d=3, lam=0.3, p_in=0.9)
     ref = solve_primal(problem, "CLARABEL", **TIGHT)
     monkeypatch.setattr(core, "_step_norm_estimate", lambda graph: 0.2)  # far below the true norm
-    result = g.solve(problem, tol=1e-8)
+    result = g.solve(problem, tol=1e-8, method="halpern")
     assert result.info["step_fallbacks"] == 1 and result.info["step_norm"] == 1.0
     assert result.status == "optimal" and rel(result.primal, ref.primal) < 1e-7

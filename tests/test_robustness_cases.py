@@ -336,7 +336,7 @@ def test_compare_gives_rows_for_raising_and_limited_solvers(monkeypatch):
 
     monkeypatch.setattr(reference, "solve_primal", boom)
     spec = load_spec(ROOT / "problems/quick/chain_l1.toml")
-    table = compare(spec, ("fast", "CLARABEL"), memory=None, fast_options={"max_iter": 5})
+    table = compare(spec, ("fast", "CLARABEL"), memory=None, fast_options={"max_iter": 5, "method": "halpern"})
     fast = table[table["solver"] == "fast"].iloc[0]
     crashed = table[table["solver"] == "CLARABEL"].iloc[0]
     assert fast["status"] == "max_iter" and fast["iterations"] == 5
@@ -433,11 +433,16 @@ def test_separable_logistic_data_has_no_minimizer_and_no_false_certificate():
     problem = g.GTVProblem(g.graphs.chain(2), g.Logistic(X, y), g.Norm2(), 0.1)
     found = g.solve(problem, max_iter=300)  # decided up front by the separability LP
     assert found.status == "no_minimizer" and found.W is None and "strictly linearly separable" in found.message
-    result = g.solve(problem, max_iter=300, check_separability=False)
+    result = g.solve(problem, max_iter=300, check_separability=False, method="halpern")
     # iterating anyway: the flow iterates are unbounded; only the zero flow is a finite dual point, D(0) = 0 = inf P
     assert result.status == "max_iter" and "certified with the zero flow" in result.message
     assert result.dual <= 0.0 and result.gap >= result.primal  # never below the true gap P(W) - 0
     assert 0 < result.primal < 1e-3  # the infimum 0 is approached, never attained
+    # the interior-point solve drives W out until P(W) - inf P = P(W) is below tol: "optimal" then
+    # claims only what is true (P(W) within the gap of the infimum 0), never a minimizer's bound
+    interior = g.solve(problem, tol=1e-6, check_separability=False, method="interior")
+    assert interior.dual <= 0.0 and interior.gap >= interior.primal > 0
+    assert interior.status != "optimal" or interior.primal <= 1e-6 * (1 + interior.primal)
 
 
 def _option_entry_points():

@@ -95,6 +95,9 @@ class Loss(ABC):
     traits: tuple = ()
     #: What the loss is built from: ``"labelled"`` (per-node ``X``, ``y``) or ``"points"``.
     data: str = "labelled"
+    #: Conic form for the direct interior-point solve (:mod:`gtvcvx.solvers.interior`,
+    #: one of its ``LOSS_FORMS``); ``None``: the loss has none and that solve does not apply.
+    conic_form: str | None = None
 
     # -- shape checks -----------------------------------------------------------------
     def _check_W(self, W, name: str = "W") -> np.ndarray:
@@ -618,6 +621,7 @@ class SquaredError(_DesignLoss):
 
     name = "squared_error"
     traits = ("smooth", "quadratic")
+    conic_form = "squared_residual"
 
     def _residual_coords(self, W):
         q = self._coords(W)
@@ -734,6 +738,7 @@ class Logistic(_DesignLoss):
 
     name = "logistic"
     traits = ("smooth", "classifier", "no_minimizer_if_separable")
+    conic_form = "logistic_margin"
 
     @staticmethod
     def _margins(C, rows) -> np.ndarray:
@@ -979,6 +984,7 @@ class SquaredDistance(Loss):
     name = "squared_distance"
     traits = ("smooth", "strongly_convex", "separable_points")
     data = "points"
+    conic_form = "squared_distance"
 
     def __init__(self, points):
         pts = as_float_array(points, "points", ndim=2)

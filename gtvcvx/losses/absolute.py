@@ -38,6 +38,7 @@ class AbsoluteError(MarginLoss):
 
     name = "absolute_error"
     traits = ()
+    conic_form = "absolute_residual"
 
     def _argument(self, W):
         return -self._sample_residuals(W)  # x^T w - y in doubled precision

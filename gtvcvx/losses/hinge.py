@@ -39,6 +39,7 @@ class Hinge(MarginLoss):
 
     name = "hinge"
     traits = ("classifier",)
+    conic_form = "hinge_margin"
 
     def _argument(self, W):
         return self.y_all * self._sample_margins(W)  # y x^T w in doubled precision

@@ -43,6 +43,7 @@ class Huber(MarginLoss):
 
     name = "huber"
     traits = ("smooth",)
+    conic_form = "huber_residual"
     kappa = 1.0
 
     def __init__(self, X, y, d: int | None = None, *, delta: float = 1.0):

@@ -75,6 +75,9 @@ class Penalty(ABC):
     is_norm: bool = True
     #: Declared properties (see :data:`gtvcvx.capabilities.TRAITS`).
     traits: tuple = ()
+    #: Conic form for the direct interior-point solve (:mod:`gtvcvx.solvers.interior`,
+    #: one of its ``PENALTY_FORMS``); ``None``: none, and that solve does not apply.
+    conic_form: str | None = None
 
     # -- checked public vocabulary -------------------------------------------------------
     def edge_values(self, Z, scale) -> np.ndarray:
@@ -257,6 +260,7 @@ class Norm2(Penalty):
 
     name = "norm2"
     traits = ("norm",)
+    conic_form = "norm2"
     dual_ball = "l2"
     conjugate_prox_rows = "l2_ball"
 
@@ -316,6 +320,7 @@ class Norm1(Penalty):
 
     name = "norm1"
     traits = ("norm",)
+    conic_form = "norm1"
     dual_ball = "linf"
     conjugate_prox_rows = "box"
 
@@ -384,6 +389,7 @@ class SquaredNorm2(Penalty):
     is_norm = False
     traits = ("quadratic", "smooth")
     conjugate_prox_rows = "shrink"
+    conic_form = "quadratic"
 
     # coordinates in which phi is ||.||^2 / 2 and phi^* is ||.||^2 / 2 (identity here;
     # QuadraticForm: rows L^T z and L^{-1} u with Q = L L^T); arrays and CVXPY expressions

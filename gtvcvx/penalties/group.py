@@ -40,6 +40,7 @@ class GroupNorm2(Penalty):
 
     name = "group_norm2"
     traits = ("norm",)
+    conic_form = "group_norm2"
     dual_ball = "group_l2"
 
     def __init__(self, groups):

@@ -30,13 +30,15 @@ from .certificate import Certificate, FlowProjector, certify_pair
 from .chain import chain_plan, solve_chain
 from .distributed import solve_distributed
 from .polish import fused_clusters, polish_applies, polish_clusters
+from .interior import auto_interior, solve_interior, stationarity
 from .quadratic import quadratic_refusal, solve_quadratic
 from .separability import find_separation
 
 __all__ = ["solve", "IterationInfo", "METHODS"]
 
-#: Algorithms of :func:`solve` (``"auto"``: ``"chain"`` or ``"quadratic"`` where they apply, else ``"halpern"``).
-METHODS = ("auto", "halpern", "pdhg", "chain", "quadratic")
+#: Algorithms of :func:`solve` (``"auto"``: ``"chain"`` or ``"quadratic"`` where they apply, then
+#: ``"interior"`` on small problems, else ``"halpern"``).
+METHODS = ("auto", "halpern", "pdhg", "chain", "quadratic", "interior")
 
 
 #: Try the active-set polish (:mod:`gtvcvx.solvers.polish`) at check-points whose certified
@@ -91,9 +93,11 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
     callback : callable, optional
         Called with an :class:`IterationInfo` at every certificate check-point; returning
         ``True`` stops the run (status ``max_iter``, message "stopped by callback").
-    method : {"auto", "halpern", "pdhg", "chain", "quadratic"}
+    method : {"auto", "halpern", "pdhg", "chain", "quadratic", "interior"}
         ``"auto"`` (default): ``"chain"`` or ``"quadratic"`` when the problem has their
-        structure, else ``"halpern"``. ``"halpern"``: reflected Halpern PDHG with adaptive restarts on the
+        structure, else ``"interior"`` on small problems whose factorization stays cheap
+        (:func:`gtvcvx.solvers.interior.auto_interior`; an answer it cannot certify to ``tol``
+        warm-starts ``"halpern"``, ``info["method"] = "interior+halpern"``), else ``"halpern"``. ``"halpern"``: reflected Halpern PDHG with adaptive restarts on the
         fixed-point residual and an adaptive primal weight. ``"pdhg"``: the GTV paper's
         Algorithm 1, plain PDHG with the fixed diagonal steps ``tau_i = 1/deg_i``,
         ``sigma_e = 1/2`` (no restarts, ``eta`` = 1). ``"chain"``: the exact O(n) solver for
@@ -103,7 +107,10 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
         quadratic loss with a quadratic penalty (e.g. SquaredError with SquaredNorm2) is one
         linear system, solved by block-preconditioned conjugate gradients
         (:func:`gtvcvx.solvers.quadratic.solve_quadratic`; ``max_iter`` bounds the CG
-        iterations). The result's ``info["method"]`` names the method that ran.
+        iterations). ``"interior"``: one interior-point solve of the problem's conic form by
+        Clarabel (no CVXPY compilation), certified by gtvcvx
+        (:func:`gtvcvx.solvers.interior.solve_interior`; ignores ``warm_start``, calls
+        ``callback`` once). The result's ``info["method"]`` names the method that ran.
     eta : float
         Step-size safety factor (< 1 keeps the PDHG metric positive definite).
     reflection : float
@@ -200,6 +207,8 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
     if not isinstance(problem, GTVProblem):
         raise TypeError(f"problem must be a gtvcvx.GTVProblem, got {type(problem).__name__}")
     _check_options(tol, max_iter, time_limit, method, eta, reflection, check_every, restart_check)
+    if primal_weight is not None and not (_is_real(primal_weight) and primal_weight > 0):
+        raise ValueError(f"primal_weight must be > 0, got {primal_weight!r}")
     max_iter = int(max_iter)
     if check_separability:
         t_check = time.perf_counter()
@@ -219,6 +228,36 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
             result.setup_time += plan_time
             return _report_once(result, callback)
         method = "halpern" if quadratic_refusal(problem) else "quadratic"
+        if method == "halpern" and warm_start is None and auto_interior(problem):
+            method = "auto_interior"  # (a warm start is the core's to use: it starts cold)
+    if method in ("interior", "auto_interior"):
+        warm_start_parts(problem, warm_start)  # validated; the interior-point solve starts cold
+        with _blas_threads(blas_threads):
+            result = solve_interior(problem, tol, max_iter=max_iter, time_limit=time_limit)
+        spent = result.setup_time + result.solve_time
+        left_iter = max_iter - result.iterations
+        left_time = None if time_limit is None else float(time_limit) - spent
+        if (method == "interior" or result.status == Status.OPTIMAL or left_iter < 1
+                or (left_time is not None and left_time <= 0)):
+            return _report_once(result, callback)
+        # auto: an answer the certificate does not confirm to tol is a warm start for the core
+        # (a failed call, no answer: the core starts cold); the limits are the caller's, less
+        # what the interior-point solve used
+        warm = result if result.W is not None else None
+        with _blas_threads(blas_threads):
+            final = _solve(problem, tol, left_iter, left_time, warm, callback, "halpern", eta, reflection,
+                           primal_weight, adaptive_weight, check_every, restart_check)
+        if final.status == Status.TIME_LIMIT:
+            final.message = final.message.replace(f"reached time_limit = {left_time:g} s",
+                                                  f"reached time_limit = {time_limit:g} s")
+        elif final.status == Status.MAX_ITER:
+            final.message = final.message.replace(f"reached max_iter = {left_iter}", f"reached max_iter = {max_iter}")
+        final.iterations += result.iterations
+        final.setup_time += spent
+        final.info["method"] = "interior+halpern"
+        final.info["interior"] = {"status": str(result.status), "rel_gap": result.rel_gap,
+                                  "seconds": spent, "message": result.message}
+        return final
     if method == "quadratic":
         W0, _ = warm_start_parts(problem, warm_start)  # CG starts from a warm-start W
         with _blas_threads(blas_threads):
@@ -417,7 +456,7 @@ def _solve(problem, tol, max_iter, time_limit, warm_start, callback, method, eta
         status = Status.INACCURATE
         message = f"{cert.resolution_message(tol)}; {message}"
     residuals = dict(cert.residuals)
-    residuals["stationarity"] = _stationarity(problem, W_best, cert.U)
+    residuals["stationarity"] = stationarity(problem, W_best, cert.U)
     if cert.message and status != Status.OPTIMAL:
         message = f"{message}; {cert.message}" if message else cert.message
     note = _uniqueness_note(problem)
@@ -450,10 +489,3 @@ def _uniqueness_note(problem: GTVProblem) -> str:
     return uniqueness_note(problem.graph, problem.loss.has_data)
 
 
-def _stationarity(problem: GTVProblem, W, U) -> float:
-    """``||r||_F / (1 + ||D^T U||_F)`` with ``r_i`` the distance of ``-(D^T U)_i`` from
-    ``d L_i(w_i)`` (:meth:`~gtvcvx.losses.Loss.node_stationarity`; for smooth losses
-    ``grad L_i(w_i) + (D^T U)_i``)."""
-    V = -(problem.graph.incidence.T @ U)
-    res = problem.loss.node_stationarity(W, V)
-    return float(np.linalg.norm(res) / (1.0 + np.linalg.norm(V)))
