@@ -103,6 +103,16 @@ def test_auto_leaves_random_graphs_to_the_core():
     assert result.info["method"] == "halpern"
 
 
+def test_refuses_a_program_whose_factorization_would_take_minutes(monkeypatch):
+    from gtvcvx.bench.gtv import build_sbm
+
+    problem = build_sbm(300, 1500, 10, 0, m=2)
+    monkeypatch.setattr(interior, "MAX_WORK", 1e8)  # the instance's work is ~2e9
+    assert "factorization would cost about" in interior_refusal(problem)
+    with pytest.raises(CapabilityError, match="little locality"):
+        g.solve(problem, method="interior")
+
+
 def test_work_estimate_grows_with_the_envelope():
     chain = g.GTVProblem(g.graphs.chain(50), g.SquaredDistance(np.zeros((50, 2))), g.Norm2(), 0.1)
     # a chain in RCM order has width 1 per node: (1 + 1)^2 per node, times d^3

@@ -59,15 +59,18 @@ from .certificate import certify_pair
 from .quadratic import penalty_form
 
 __all__ = ["auto_interior", "build_program", "conic_rows", "factor_work", "interior_refusal", "solve_interior",
-           "stationarity", "LOSS_FORMS", "PENALTY_FORMS", "MAX_CONIC_ROWS", "AUTO_MAX_ROWS", "AUTO_MAX_WORK"]
+           "stationarity", "LOSS_FORMS", "PENALTY_FORMS", "MAX_CONIC_ROWS", "MAX_WORK", "AUTO_MAX_ROWS",
+           "AUTO_MAX_WORK"]
 
 LOSS_FORMS = ("squared_residual", "absolute_residual", "huber_residual", "hinge_margin", "logistic_margin",
               "squared_distance")
 PENALTY_FORMS = ("norm2", "norm1", "group_norm2", "quadratic")
 
-#: Largest number of conic rows the direct solve builds (its sparse factorization grows faster
-#: than linearly; beyond this size ``method="auto"`` never picks it).
+#: Largest number of conic rows the direct solve builds, and the largest :func:`factor_work`
+#: it accepts (~1e10: about 10 s per factorization at this machine's measured 1-2 GFlop/s,
+#: i.e. minutes for a solve, silently inside Clarabel); beyond, even ``method="interior"`` refuses.
 MAX_CONIC_ROWS = 2_000_000
+MAX_WORK = 1e10
 
 #: ``method="auto"`` picks the interior-point solve only up to this many conic rows ...
 AUTO_MAX_ROWS = 50_000
@@ -162,6 +165,10 @@ def interior_refusal(problem: GTVProblem) -> str:
     rows = conic_rows(problem)
     if rows > MAX_CONIC_ROWS:
         return f"the conic program would have {rows} rows (more than {MAX_CONIC_ROWS})"
+    work = factor_work(problem)
+    if work > MAX_WORK:
+        return (f"its factorization would cost about {work:.2g} flops (more than {MAX_WORK:.0e}: the graph has "
+                "little locality, so the KKT factor fills in)")
     return ""
 
 
@@ -169,7 +176,7 @@ def auto_interior(problem: GTVProblem) -> bool:
     """Whether ``method="auto"`` solves ``problem`` by the interior-point method: when it
     applies, the program has at most :data:`AUTO_MAX_ROWS` rows and :func:`factor_work` is at
     most :data:`AUTO_MAX_WORK`."""
-    if interior_refusal(problem) or conic_rows(problem) > AUTO_MAX_ROWS:
+    if conic_rows(problem) > AUTO_MAX_ROWS or interior_refusal(problem):
         return False
     return factor_work(problem) <= AUTO_MAX_WORK
 
