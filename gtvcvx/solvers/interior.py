@@ -50,6 +50,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 from scipy.sparse.csgraph import reverse_cuthill_mckee
+from scipy.sparse.linalg import splu
 
 from ..capabilities import CapabilityError
 from ..problem import GTVProblem
@@ -59,8 +60,8 @@ from .certificate import certify_pair
 from .quadratic import penalty_form
 
 __all__ = ["auto_interior", "build_program", "conic_rows", "factor_work", "interior_refusal", "solve_interior",
-           "stationarity", "LOSS_FORMS", "PENALTY_FORMS", "MAX_CONIC_ROWS", "MAX_WORK", "AUTO_MAX_ROWS",
-           "AUTO_MAX_WORK"]
+           "stationarity", "predicted_seconds", "LOSS_FORMS", "PENALTY_FORMS", "MAX_CONIC_ROWS", "MAX_WORK",
+           "AUTO_MAX_ROWS", "AUTO_SECONDS", "AUTO_SECONDS_DEFICIENT"]
 
 LOSS_FORMS = ("squared_residual", "absolute_residual", "huber_residual", "hinge_margin", "logistic_margin",
               "squared_distance")
@@ -72,15 +73,25 @@ PENALTY_FORMS = ("norm2", "norm1", "group_norm2", "quadratic")
 MAX_CONIC_ROWS = 2_000_000
 MAX_WORK = 1e10
 
-#: ``method="auto"`` picks the interior-point solve only up to this many conic rows ...
-AUTO_MAX_ROWS = 50_000
-#: ... and when the envelope estimate of its factorization work (:func:`factor_work`) is at most
-#: this. Measured (2026-11-25, this machine, whole calls, tol 1e-6): the bank's graphs (15-225
-#: nodes, d = 5 and 11, work 4e5-4.3e7) take 7-400 ms by the interior-point method against
-#: 140-1000 ms by the first-order core; random SBM graphs of 100 nodes (d = 10, m_i = 20,
-#: work 9.4e7) take 180 ms against the core's 27 ms, 300 nodes (work 2e8-2e9) 0.25-3 s against
-#: 0.06-0.09 s: there the factorization fills in (no locality) while the core converges fast.
-AUTO_MAX_WORK = 5e7
+#: ``method="auto"`` considers the interior-point solve up to this many conic rows, and picks it
+#: when :func:`predicted_seconds` is at most :data:`AUTO_SECONDS_DEFICIENT` for losses whose
+#: nodes do not all determine ``w_i`` (rank of ``X_i`` below ``d``, or no data: the first-order
+#: core then needs thousands of iterations), else at most :data:`AUTO_SECONDS`.
+#: Measured (2026-11-25, this machine, whole calls, tol 1e-6), interior-point vs core:
+#: the bank's graphs (15-225 nodes, 3 samples, d = 5 and 11) 7-400 ms vs 140-1000 ms; the
+#: housing-shaped 5-NN graphs (one sample per node, d = 4) at n = 300 / 900 / 2000: 0.18 / 0.25 /
+#: 0.65 s vs 0.43 / 0.52 / 4.1 s; but full-rank problems converge fast in the core: random SBM
+#: graphs (d = 10, m_i = 20) of 100 nodes 0.18 s vs 0.027 s, 2-D k-NN clustering at n = 500-2000
+#: 0.14-0.59 s vs 0.10-0.34 s, while tiny ones (the bundled specs, 10-120 nodes) take 3-18 ms vs
+#: 10-170 ms.
+AUTO_MAX_ROWS = 200_000
+AUTO_SECONDS_DEFICIENT = 2.0
+AUTO_SECONDS = 0.05
+#: The cost model of :func:`predicted_seconds` (fitted to the runs above: per iteration
+#: 0.7 us per conic row plus the factorization at >= 1 GFlop/s, about 15 iterations).
+_ROW_SECONDS, _FLOP_RATE, _ITERATIONS = 0.7e-6, 1e9, 15
+#: Above this many envelope flops (``d = 1``) the minimum-degree count is not attempted.
+_EXACT_COUNT_LIMIT = 1e9
 
 
 def _flat(values, size: int) -> np.ndarray:
@@ -156,6 +167,17 @@ def _cone(kind: str, size: int = 0):
 
 def interior_refusal(problem: GTVProblem) -> str:
     """Why the direct interior-point solve does not apply (``""`` when it does)."""
+    reason = _form_refusal(problem)
+    if reason:
+        return reason
+    work = factor_work(problem)
+    if work > MAX_WORK:
+        return (f"its factorization would cost about {work:.2g} flops (more than {MAX_WORK:.0e}: the graph has "
+                "little locality, so the KKT factor fills in)")
+    return ""
+
+
+def _form_refusal(problem: GTVProblem) -> str:
     loss_form = getattr(problem.loss, "conic_form", None)
     if loss_form not in LOSS_FORMS:
         return f"the loss '{problem.loss.name}' declares no conic form (attribute 'conic_form')"
@@ -165,32 +187,42 @@ def interior_refusal(problem: GTVProblem) -> str:
     rows = conic_rows(problem)
     if rows > MAX_CONIC_ROWS:
         return f"the conic program would have {rows} rows (more than {MAX_CONIC_ROWS})"
-    work = factor_work(problem)
-    if work > MAX_WORK:
-        return (f"its factorization would cost about {work:.2g} flops (more than {MAX_WORK:.0e}: the graph has "
-                "little locality, so the KKT factor fills in)")
     return ""
 
 
 def auto_interior(problem: GTVProblem) -> bool:
-    """Whether ``method="auto"`` solves ``problem`` by the interior-point method: when it
-    applies, the program has at most :data:`AUTO_MAX_ROWS` rows and :func:`factor_work` is at
-    most :data:`AUTO_MAX_WORK`."""
-    if conic_rows(problem) > AUTO_MAX_ROWS or interior_refusal(problem):
+    """Whether ``method="auto"`` solves ``problem`` by the interior-point method (see
+    :data:`AUTO_MAX_ROWS`): it applies, and :func:`predicted_seconds` is within the budget of the
+    problem's kind."""
+    if conic_rows(problem) > AUTO_MAX_ROWS or _form_refusal(problem):
         return False
-    return factor_work(problem) <= AUTO_MAX_WORK
+    budget = AUTO_SECONDS_DEFICIENT if _deficient(problem.loss) else AUTO_SECONDS
+    return predicted_seconds(problem) <= budget  # (MAX_WORK is far above every budget)
+
+
+def _deficient(loss) -> bool:
+    """Some node's loss leaves part of ``w_i`` undetermined (``rank X_i < d``, or no data)."""
+    domain = loss.linear_domain()
+    return domain is not None and bool((np.asarray(domain.rank) < loss.d).any())
+
+
+def predicted_seconds(problem: GTVProblem) -> float:
+    """A cost model of the interior-point solve: ``15 (0.7 us x rows + factor_work / 1e9)``."""
+    return _ITERATIONS * (_ROW_SECONDS * conic_rows(problem) + factor_work(problem) / _FLOP_RATE)
 
 
 def factor_work(problem: GTVProblem) -> float:
-    r"""An estimate of the work of one factorization of the interior-point KKT system.
+    r"""An estimate of the flops of one factorization of the interior-point KKT system.
 
     The KKT matrix couples the ``d`` coordinates of the two end nodes of every edge, so its
-    sparsity is the node graph's with dense ``d x d`` blocks. In the reverse Cuthill-McKee order
-    of the nodes (:func:`scipy.sparse.csgraph.reverse_cuthill_mckee`, ``O(|E|)``) the Cholesky
-    factor stays inside the envelope; with ``b_i`` the distance from node ``i`` to its earliest
-    neighbour in that order, ``sum_i (b_i + 1)^2 d^3`` bounds the flops of a factorization up to a
-    constant. An upper estimate: graphs without locality (random graphs) fill in, graphs with
-    it (grids, social networks) stay cheap.
+    sparsity is the node graph's with dense ``d x d`` blocks: ``d^3`` times the flops
+    ``sum_j c_j^2`` of a Cholesky factor of the node graph's Laplacian, ``c_j`` its column counts.
+    Two orderings are counted: reverse Cuthill-McKee (:func:`scipy.sparse.csgraph.reverse_cuthill_mckee`,
+    ``O(|E|)``; the factor stays inside the envelope, ``c_j <= b_j + 1`` with ``b_j`` the distance to
+    node ``j``'s earliest neighbour), and, when that envelope is below ``1e9`` flops, SuperLU's
+    minimum-degree ordering of the Laplacian (:func:`scipy.sparse.linalg.splu`, ``MMD_AT_PLUS_A``,
+    as Clarabel's QDLDL orders by AMD); the smaller is returned. Graphs without locality (random
+    graphs) fill in, graphs with it (grids, k-NN graphs, social networks) stay cheap.
     """
     n, edges = problem.n, problem.graph.edges
     if edges.shape[0] == 0:
@@ -202,7 +234,14 @@ def factor_work(problem: GTVProblem) -> float:
     a, b = position[edges[:, 0]], position[edges[:, 1]]
     width = np.zeros(n)
     np.maximum.at(width, np.maximum(a, b), np.abs(a - b))
-    return float(((width + 1.0) ** 2).sum()) * problem.d ** 3
+    flops = float(((width + 1.0) ** 2).sum())
+    if flops <= _EXACT_COUNT_LIMIT:
+        D = problem.graph.incidence
+        laplacian = (D.T @ D + sp.eye(n)).tocsc()
+        factor = splu(laplacian, permc_spec="MMD_AT_PLUS_A", options={"SymmetricMode": True}).L
+        counts = np.diff(factor.tocsc().indptr).astype(float)
+        flops = min(flops, float((counts ** 2).sum()))
+    return flops * problem.d ** 3
 
 
 def conic_rows(problem: GTVProblem) -> int:
