@@ -27,7 +27,7 @@ from ..problem import GTVProblem
 from ..results import relative_gap
 from ._cg import conjugate_gradient
 
-__all__ = ["Certificate", "FeasibleFlow", "FlowProjector", "feasible_flow", "certify_pair"]
+__all__ = ["Certificate", "FeasibleFlow", "FlowProjector", "feasible_flow", "certify_pair", "stationarity"]
 
 
 @dataclass
@@ -530,3 +530,10 @@ def _certify_flow(problem: GTVProblem, W, U, projector, deadline) -> Certificate
     }
     return Certificate(primal=primal, dual=dual, gap=gap, rel_gap=relative_gap(primal, dual),
                        node_gaps=node_gaps, edge_gaps=edge_gaps, U=Uf, residuals=residuals, message=message)
+
+
+def stationarity(problem: GTVProblem, W, U) -> float:
+    """``||r||_F / (1 + ||D^T U||_F)`` with ``r_i`` the distance of ``-(D^T U)_i`` from
+    ``d L_i(w_i)`` (:meth:`~gtvcvx.losses.Loss.node_stationarity`), as the core reports it."""
+    V = -(problem.graph.incidence.T @ U)
+    return float(np.linalg.norm(problem.loss.node_stationarity(W, V)) / (1.0 + np.linalg.norm(V)))

@@ -26,11 +26,11 @@ from ._kernels import axpy, scal
 from ._pdhg_common import CHECK_SPACING as _CHECK_SPACING
 from ._pdhg_common import IterationInfo, initial_primal_weight, uniqueness_note, warm_start_parts
 from ._pdhg_common import step_norm_estimate as _step_norm_estimate
-from .certificate import Certificate, FlowProjector, certify_pair
+from .certificate import Certificate, FlowProjector, certify_pair, stationarity
 from .chain import chain_plan, solve_chain
 from .distributed import solve_distributed
 from .polish import fused_clusters, polish_applies, polish_clusters
-from .interior import auto_interior, solve_interior, stationarity
+from .interior import auto_interior, solve_interior
 from .quadratic import quadratic_refusal, solve_quadratic
 from .separability import find_separation
 

@@ -56,11 +56,11 @@ from ..capabilities import CapabilityError
 from ..problem import GTVProblem
 from ..results import GTVResult, Status
 from ._pdhg_common import uniqueness_note
-from .certificate import certify_pair
+from .certificate import certify_pair, stationarity
 from .quadratic import penalty_form
 
 __all__ = ["auto_interior", "build_program", "conic_rows", "factor_work", "interior_refusal", "solve_interior",
-           "stationarity", "predicted_seconds", "LOSS_FORMS", "PENALTY_FORMS", "MAX_CONIC_ROWS", "MAX_WORK",
+           "predicted_seconds", "LOSS_FORMS", "PENALTY_FORMS", "MAX_CONIC_ROWS", "MAX_WORK",
            "AUTO_MAX_ROWS", "AUTO_SECONDS", "AUTO_SECONDS_DEFICIENT"]
 
 LOSS_FORMS = ("squared_residual", "absolute_residual", "huber_residual", "hinge_margin", "logistic_margin",
@@ -380,13 +380,6 @@ def _add_penalty(prog: _Program, penalty, z_idx, caps, d: int) -> None:
         prog.P_parts.append((z_idx[:, rr].ravel(), z_idx[:, cc].ravel(), vals.ravel()))
     else:  # pragma: no cover - guarded by interior_refusal
         raise CapabilityError(f"unknown conic form {form!r}")
-
-
-def stationarity(problem: GTVProblem, W, U) -> float:
-    """``||r||_F / (1 + ||D^T U||_F)`` with ``r_i`` the distance of ``-(D^T U)_i`` from
-    ``d L_i(w_i)`` (:meth:`~gtvcvx.losses.Loss.node_stationarity`), as the core reports it."""
-    V = -(problem.graph.incidence.T @ U)
-    return float(np.linalg.norm(problem.loss.node_stationarity(W, V)) / (1.0 + np.linalg.norm(V)))
 
 
 def build_program(problem: GTVProblem):
