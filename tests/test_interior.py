@@ -107,12 +107,13 @@ def test_auto_leaves_random_graphs_to_the_core():
     assert result.info["method"] == "halpern"
 
 
-def test_refuses_a_program_whose_factorization_would_take_minutes(monkeypatch):
+def test_refuses_a_solve_predicted_to_run_silently_for_long(monkeypatch):
     from gtvcvx.bench.gtv import build_sbm
 
     problem = build_sbm(300, 1500, 10, 0, m=2)
-    monkeypatch.setattr(interior, "MAX_WORK", 1e8)  # the instance's work is ~2e9
-    assert "factorization would cost about" in interior_refusal(problem)
+    assert 5 < interior.predicted_seconds(problem) < interior.MAX_SECONDS  # measured 2-3 s: an overestimate
+    monkeypatch.setattr(interior, "MAX_SECONDS", 1.0)
+    assert "would take about" in interior_refusal(problem)
     with pytest.raises(CapabilityError, match="little locality"):
         g.solve(problem, method="interior")
 

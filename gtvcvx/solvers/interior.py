@@ -60,18 +60,18 @@ from .certificate import certify_pair, stationarity
 from .quadratic import penalty_form
 
 __all__ = ["auto_interior", "build_program", "conic_rows", "factor_work", "interior_refusal", "solve_interior",
-           "predicted_seconds", "LOSS_FORMS", "PENALTY_FORMS", "MAX_CONIC_ROWS", "MAX_WORK",
+           "predicted_seconds", "LOSS_FORMS", "PENALTY_FORMS", "MAX_CONIC_ROWS", "MAX_SECONDS",
            "AUTO_MAX_ROWS", "AUTO_SECONDS", "AUTO_SECONDS_DEFICIENT"]
 
 LOSS_FORMS = ("squared_residual", "absolute_residual", "huber_residual", "hinge_margin", "logistic_margin",
               "squared_distance")
 PENALTY_FORMS = ("norm2", "norm1", "group_norm2", "quadratic")
 
-#: Largest number of conic rows the direct solve builds, and the largest :func:`factor_work`
-#: it accepts (~1e10: about 10 s per factorization at this machine's measured 1-2 GFlop/s,
-#: i.e. minutes for a solve, silently inside Clarabel); beyond, even ``method="interior"`` refuses.
+#: Largest number of conic rows the direct solve builds, and the largest :func:`predicted_seconds`
+#: it accepts: Clarabel runs silently, so a solve predicted to take longer (a graph without
+#: locality fills the factor in) is refused up front, even for ``method="interior"``.
 MAX_CONIC_ROWS = 2_000_000
-MAX_WORK = 1e10
+MAX_SECONDS = 30.0
 
 #: ``method="auto"`` considers the interior-point solve up to this many conic rows, and picks it
 #: when :func:`predicted_seconds` is at most :data:`AUTO_SECONDS_DEFICIENT` for losses whose
@@ -170,10 +170,10 @@ def interior_refusal(problem: GTVProblem) -> str:
     reason = _form_refusal(problem)
     if reason:
         return reason
-    work = factor_work(problem)
-    if work > MAX_WORK:
-        return (f"its factorization would cost about {work:.2g} flops (more than {MAX_WORK:.0e}: the graph has "
-                "little locality, so the KKT factor fills in)")
+    seconds = predicted_seconds(problem)
+    if seconds > MAX_SECONDS:
+        return (f"it would take about {seconds:.3g} s (more than {MAX_SECONDS:g} s, silently inside Clarabel: "
+                f"{factor_work(problem):.2g} flops per factorization, the graph has little locality)")
     return ""
 
 
@@ -197,7 +197,7 @@ def auto_interior(problem: GTVProblem) -> bool:
     if conic_rows(problem) > AUTO_MAX_ROWS or _form_refusal(problem):
         return False
     budget = AUTO_SECONDS_DEFICIENT if _deficient(problem.loss) else AUTO_SECONDS
-    return predicted_seconds(problem) <= budget  # (MAX_WORK is far above every budget)
+    return predicted_seconds(problem) <= budget  # (MAX_SECONDS is above every budget)
 
 
 def _deficient(loss) -> bool:
