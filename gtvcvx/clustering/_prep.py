@@ -15,8 +15,8 @@ from ..penalties import Penalty
 __all__ = ["check_points", "check_norm_penalty", "Standardization", "standardization",
            "clustering_graph", "SOLVERS", "FAST_SOLVERS"]
 
-#: Solvers of :func:`gtvcvx.clustering.convex_clustering`: ``"fast"`` (the fastest certified
-#: method of gtvcvx, currently ``"halpern"``), ``"ssnal"`` (:func:`gtvcvx.solvers.ssnal.solve_ssnal`),
+#: Solvers of :func:`gtvcvx.clustering.convex_clustering`: ``"fast"`` (``gtvcvx.solve``'s
+#: automatic choice: interior-point on small problems, else ``"halpern"``), ``"ssnal"`` (:func:`gtvcvx.solvers.ssnal.solve_ssnal`),
 #: ``"halpern"`` (:func:`gtvcvx.solve`, the restarted Halpern PDHG core), ``"pdhg"`` (the paper's
 #: plain Algorithm 1, ``gtvcvx.solve(method="pdhg")``: the same names as ``gtvcvx.solve``) and
 #: the CVXPY backends.
