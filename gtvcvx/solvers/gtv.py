@@ -29,8 +29,8 @@ from ._pdhg_common import step_norm_estimate as _step_norm_estimate
 from .certificate import Certificate, FlowProjector, certify_pair, stationarity
 from .chain import chain_plan, solve_chain
 from .distributed import solve_distributed
-from .polish import fused_clusters, polish_applies, polish_clusters
 from .interior import auto_interior, solve_interior
+from .polish import fused_clusters, polish_applies, polish_clusters
 from .quadratic import quadratic_refusal, solve_quadratic
 from .separability import find_separation
 
