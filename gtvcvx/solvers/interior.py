@@ -79,8 +79,8 @@ MAX_SECONDS = 30.0
 #: core then needs thousands of iterations), else at most :data:`AUTO_SECONDS`.
 #: Measured (2026-11-25, this machine, whole calls, tol 1e-6), interior-point vs core:
 #: the bank's graphs (15-225 nodes, 3 samples, d = 5 and 11) 7-400 ms vs 140-1000 ms; the
-#: housing-shaped 5-NN graphs (one sample per node, d = 4) at n = 300 / 900 / 2000: 0.18 / 0.25 /
-#: 0.65 s vs 0.43 / 0.52 / 4.1 s; but full-rank problems converge fast in the core: random SBM
+#: housing-shaped 5-NN graphs (one sample per node, d = 4) at n = 300 / 900 / 2000: 0.11 / 0.18 /
+#: 0.43 s vs 0.43 / 0.52 / 4.1 s (CVXPY+CLARABEL 0.24 / 0.19 / 0.44 s); but full-rank problems converge fast in the core: random SBM
 #: graphs (d = 10, m_i = 20) of 100 nodes 0.18 s vs 0.027 s, 2-D k-NN clustering at n = 500-2000
 #: 0.14-0.59 s vs 0.10-0.34 s, while tiny ones (the bundled specs, 10-120 nodes) take 3-18 ms vs
 #: 10-170 ms.
