@@ -120,7 +120,7 @@ def test_refuses_a_solve_predicted_to_run_silently_for_long(monkeypatch):
 
 def test_auto_picks_it_for_rank_deficient_nodes_on_a_knn_graph():
     """The issue's housing shape (one sample per node, d = 4, geographic 5-NN graph, 900 nodes):
-    the minimum-degree count sees the locality the envelope misses; measured 0.25 s against the
+    the minimum-degree count sees the locality the envelope misses; measured 0.18 s against the
     core's 0.52 s. A full-rank problem of the same size stays on the core."""
     from test_polish import _few_samples_per_node
 
