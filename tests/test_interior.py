@@ -125,10 +125,10 @@ def test_auto_picks_it_for_rank_deficient_nodes_on_a_knn_graph():
     from test_polish import _few_samples_per_node
 
     problem = _few_samples_per_node(n=900, d=4, lam=0.02)
-    assert interior._deficient(problem.loss) and auto_interior(problem)
+    assert interior.constrained_nodes(problem).size and auto_interior(problem)
     rng = np.random.default_rng(1)
     full = g.GTVProblem(problem.graph, g.SquaredDistance(rng.normal(size=(900, 4))), g.Norm2(), 0.02)
-    assert not interior._deficient(full.loss) and not auto_interior(full)
+    assert not interior.constrained_nodes(full).size and not auto_interior(full)
 
 
 def test_work_estimate_grows_with_the_envelope():

@@ -25,7 +25,7 @@ from ..losses._core import get_loss
 from ._edge_kernels import MOVE_HALPERN, MOVE_NONE, MOVE_RESTART, EdgeSweep
 from ._kernels import axpy, scal
 from ._partition import PartLayout
-from .certificate import allowance_partials, component_grams
+from .certificate import allowance_partials, bounds_optimum, component_grams
 
 __all__ = ["PartData", "Part"]
 
@@ -153,7 +153,7 @@ class Part:
         return {"pid": os.getpid(), "d": self.d, "n_own": int(self.layout.own_nodes.size),
                 "n_edges": int(self.layout.edge_ids.size), "constrained": constrained,
                 "max_terms": int(self.loss.max_terms), "has_data": has_data,
-                "bounded": bool(np.isfinite(self.loss.range_bound(1.0)[has_data]).all()),
+                "bounded": bounds_optimum(self.loss),
                 "busy": self.busy, "sent_bytes": self.sent_bytes}
 
     def start(self, W, U, omega: float, knorm: float, eta: float) -> None:

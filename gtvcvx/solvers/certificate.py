@@ -27,7 +27,8 @@ from ..problem import GTVProblem
 from ..results import relative_gap
 from ._cg import conjugate_gradient
 
-__all__ = ["Certificate", "FeasibleFlow", "FlowProjector", "feasible_flow", "certify_pair", "stationarity"]
+__all__ = ["Certificate", "FeasibleFlow", "FlowProjector", "feasible_flow", "certify_pair", "stationarity",
+           "bounds_optimum", "constrained_nodes"]
 
 
 @dataclass
@@ -155,7 +156,14 @@ class _ConservationOperator:
         return conjugate_gradient(self.gram, B, atol=atol, max_iter=max_iter, x0=Y0, deadline=deadline)
 
 
-def _constrained_nodes(problem: GTVProblem) -> np.ndarray:
+def bounds_optimum(loss) -> bool:
+    """Whether the loss bounds its optimum (finite :meth:`~gtvcvx.losses.Loss.range_bound` at every
+    node with data), so that a certificate can pay for a small flow residual; logistic and hinge
+    do not, and their certificates accept only rounding-level residuals."""
+    return bool(np.isfinite(loss.range_bound(1.0)[loss.has_data]).all())
+
+
+def constrained_nodes(problem: GTVProblem) -> np.ndarray:
     """Nodes whose loss conjugate has linear constraints (rank(X_i) < d, including m_i = 0)."""
     domain = problem.loss.linear_domain()
     if domain is None:
@@ -370,7 +378,7 @@ class FlowProjector:
 
     def __init__(self, problem: GTVProblem, *, max_iter: int | None = None, warm: bool = True):
         self.problem = problem
-        nodes = _constrained_nodes(problem)
+        nodes = constrained_nodes(problem)
         self.operator = _ConservationOperator(problem, nodes) if nodes.size and problem.n_edges else None
         constrained = np.zeros(problem.n, dtype=bool)
         constrained[nodes] = True
@@ -381,9 +389,7 @@ class FlowProjector:
         # the largest net flow a feasible flow can carry at each node: problem data, never the iterate
         self.node_bound = problem.node_flow_bound
         # a loss that bounds no optimum cannot pay for a residual: project to rounding level
-        has_data = problem.loss.has_data
-        bounded = bool(np.isfinite(problem.loss.range_bound(1.0)[has_data]).all())
-        self.target_rtol = 0.1 * DOMAIN_RTOL if bounded else UNBOUNDED_TARGET_RTOL
+        self.target_rtol = 0.1 * DOMAIN_RTOL if bounds_optimum(problem.loss) else UNBOUNDED_TARGET_RTOL
         self._allowance = None
 
     @property

@@ -56,7 +56,7 @@ from ..capabilities import CapabilityError
 from ..problem import GTVProblem
 from ..results import GTVResult, Status
 from ._pdhg_common import uniqueness_note
-from .certificate import certify_pair, stationarity
+from .certificate import bounds_optimum, certify_pair, constrained_nodes, stationarity
 from .quadratic import penalty_form
 
 __all__ = ["auto_interior", "build_program", "conic_rows", "factor_work", "interior_refusal", "solve_interior",
@@ -219,14 +219,9 @@ def auto_interior(problem: GTVProblem) -> bool:
     problem's kind."""
     if conic_rows(problem) > AUTO_MAX_ROWS or _form_refusal(problem):
         return False
-    budget = AUTO_SECONDS_DEFICIENT if _deficient(problem.loss) else AUTO_SECONDS
+    # some node leaves part of w_i undetermined (rank X_i < d, or no data): the core's slow case
+    budget = AUTO_SECONDS_DEFICIENT if constrained_nodes(problem).size else AUTO_SECONDS
     return predicted_seconds(problem) <= budget  # (MAX_SECONDS is above every budget)
-
-
-def _deficient(loss) -> bool:
-    """Some node's loss leaves part of ``w_i`` undetermined (``rank X_i < d``, or no data)."""
-    domain = loss.linear_domain()
-    return domain is not None and bool((np.asarray(domain.rank) < loss.d).any())
 
 
 def predicted_seconds(problem: GTVProblem) -> float:
@@ -447,12 +442,6 @@ def build_program(problem: GTVProblem, *, explicit_differences: bool = False):
     return prog, w_idx, flows
 
 
-def _bounded(loss) -> bool:
-    """Whether the loss bounds its optimum (a finite ``range_bound``), so that the certificate can
-    pay for a small flow residual; logistic and hinge do not."""
-    return bool(np.isfinite(loss.range_bound(1.0)[loss.has_data]).all())
-
-
 def _accuracies(problem: GTVProblem, tol: float) -> tuple[float, ...]:
     """Clarabel's tolerances to try in turn until the certificate confirms ``tol``.
 
@@ -464,7 +453,7 @@ def _accuracies(problem: GTVProblem, tol: float) -> tuple[float, ...]:
     A miss at the first tolerance is retried once at 1e-11.
     """
     tight = min(1e-11, 1e-2 * float(tol))
-    first = min(1e-8, 1e-2 * float(tol)) if _bounded(problem.loss) else tight
+    first = min(1e-8, 1e-2 * float(tol)) if bounds_optimum(problem.loss) else tight
     return (first,) if first <= tight else (first, tight)
 
 
@@ -529,7 +518,7 @@ def solve_interior(problem: GTVProblem, tol: float = 1e-6, *, max_iter: int = 20
     # accuracy (logistic, hinge), where the explicit form reached it more reliably: on the bank's
     # 10 logistic rows the substitution was 0-25 % faster on 9 and stopped at AlmostSolved
     # (uncertified) on grid / l1, the explicit form certified all 10
-    first = not _bounded(problem.loss)
+    first = not bounds_optimum(problem.loss)
     program(first)
     settings = clarabel.DefaultSettings()
     settings.verbose = bool(verbose)

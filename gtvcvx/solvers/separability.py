@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from ..capabilities import provides
 from ..problem import GTVProblem
 
 __all__ = ["Separation", "find_separation", "MAX_ENTRIES", "TIME_LIMIT"]
@@ -65,7 +66,7 @@ class Separation:
 
 def _applies(problem: GTVProblem) -> bool:
     loss = problem.loss
-    return ("no_minimizer_if_separable" in getattr(loss, "traits", ())
+    return (provides(loss, "no_minimizer_if_separable")
             and all(hasattr(loss, a) for a in ("X_all", "y_all", "node_of_sample")))
 
 
