@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import gtvcvx
+from gtvcvx.solvers import certificate
 from gtvcvx.solvers._partition import part_layouts, partition_graph
 from gtvcvx.solvers.distributed import PartData, SiteProblem
 
@@ -80,6 +81,10 @@ def _few_samples(kind, seed=1):
 @pytest.mark.parametrize("kind", ["few", "nodata", "logistic"])
 def test_projection_and_allowance_across_parts(client, monkeypatch, kind):
     _polish_off(monkeypatch)
+    # the distributed certificate projects once (no alternating rounds, no factorization):
+    # compare with the single-process certificate configured alike
+    monkeypatch.setattr(certificate, "MAX_ROUNDS", 1)
+    monkeypatch.setattr(certificate, "FACTOR_MAX_UNKNOWNS", 0)
     problem = _few_samples(kind)
     local = gtvcvx.solve(problem, tol=1e-6, method="halpern")
     dist = gtvcvx.solve(problem, tol=1e-6, backend="dask", client=client, n_parts=2)

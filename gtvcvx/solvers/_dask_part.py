@@ -337,11 +337,13 @@ class Part:
         self.Uc = Uc
         big = float(np.abs(Uc).max(initial=0.0))
         if not self.constrained:
-            return {}, {"bb": 0.0, "big": big}
-        self.B = self.row_scale * self._outside(self.Dt_C @ Uc)
+            return {}, {"bb": 0.0, "raw": 0.0, "big": big}
+        raw = self._outside(self.Dt_C @ Uc)  # N D^T U at the own constrained nodes
+        self.B = self.row_scale * raw
         self.Y = self.multipliers if (warm and self.multipliers is not None) else np.zeros_like(self.B)
         self.TY_own = self._T(self.Y)
-        return self._sends(self.TY_own, "TY"), {"bb": float(np.vdot(self.B, self.B)), "big": big}
+        return self._sends(self.TY_own, "TY"), {"bb": float(np.vdot(self.B, self.B)), "raw": float(np.vdot(raw, raw)),
+                                                "big": big}
 
     def cg_residual(self, halos: dict) -> tuple:
         """``R = B - A A^T Y0``; returns the boundary rows of ``N S R`` and ``||R||^2``."""

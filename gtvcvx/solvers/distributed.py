@@ -656,8 +656,8 @@ class _Certifier:
         big = max(b[1]["big"] for b in begun)
         scale = self.bound if math.isfinite(self.bound) else float(graph.degree.max(initial=0) * big)
         conservation, iterations, correct = 0.0, 0, False
-        if self.constrained:
-            conservation = norm_b / max(scale, np.finfo(float).tiny)
+        if self.constrained:  # ||N D^T U|| without the row scaling, as the single-process certificate
+            conservation = math.sqrt(sum(b[1]["raw"] for b in begun)) / max(scale, np.finfo(float).tiny)
             correct = norm_b > 0
         if correct:
             iterations = self._project(begun, self.target_rtol * scale * self.row_scale_min, deadline)

@@ -368,7 +368,7 @@ def _solve(problem, tol, max_iter, time_limit, warm_start, callback, method, eta
             due = False  # the certificate would not fit in the time budget: keep the best so far
         if due:
             c0 = time.perf_counter()
-            cert = certify_pair(problem, Wp, Up, projector=projector, deadline=deadline)
+            cert = certify_pair(problem, Wp, Up, projector=projector, deadline=deadline, tol=tol)
             this_cert = time.perf_counter() - c0
             last_cert = this_cert
             cert_time += this_cert

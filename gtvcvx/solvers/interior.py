@@ -555,7 +555,7 @@ def solve_interior(problem: GTVProblem, tol: float = 1e-6, *, max_iter: int = 20
                              message=f"Clarabel returned no finite solution (status {native})",
                              info={"method": "interior", "clarabel_status": native})
         U = flows(x, y)
-        cert = certify_pair(problem, W, np.where(np.isfinite(U), U, 0.0))
+        cert = certify_pair(problem, W, np.where(np.isfinite(U), U, 0.0), tol=tol)
         if cert.rel_gap <= tol or native in _LIMITS:
             break
     if cert.rel_gap <= tol:

@@ -555,7 +555,7 @@ def _solve(problem, tol, max_iter, time_limit, warm_start, callback, sigma, sigm
         Znew = P
         eta = float(np.linalg.norm(Znew - Z)) / sigma if m else 0.0
         c0 = time.perf_counter()
-        cert = certify_pair(problem, X, 2.0 * Znew, projector=projector)
+        cert = certify_pair(problem, X, 2.0 * Znew, projector=projector, tol=tol)
         cert_time += time.perf_counter() - c0
         elapsed = time.perf_counter() - t_start
         history.append({"iteration": iteration, "time": elapsed, "primal": cert.primal, "dual": cert.dual,

@@ -1,0 +1,126 @@
+"""The certificate's flow projection on graphs whose capacities span many orders of magnitude.
+
+Gaussian k-NN weights of high-dimensional points range over tens of orders of magnitude; with one
+sample per node (rank X_i < d) every node constrains its net flow. The minimum-norm correction
+then overfilled the tiny edges and the common capacity scale collapsed the dual bound to ~0
+(digits: relative gap 1 at Clarabel's optimum). These tests pin the capacity-weighted correction,
+the alternating rounds, the exact (factorized) correction and the negligible edges, and check
+every certificate against a tight CVXPY + CLARABEL reference.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gtvcvx as g
+from gtvcvx.reference import solve_primal
+from gtvcvx.solvers import certificate, certify_pair
+
+TIGHT = {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10}
+
+
+def _wide_capacities(seed: int = 0, n: int = 150, dim: int = 64):
+    """A Gaussian 5-NN graph of points at scales e^-1.5..e^1 in 64-D (capacities ~1e-70..1e-2),
+    one sample per node with d = 3 (every node rank-deficient)."""
+    rng = np.random.default_rng(seed)
+    scale = np.exp(rng.uniform(-1.5, 1.0, size=n))[:, None]
+    points = rng.normal(size=(n, dim)) * scale
+    graph = g.graphs.knn(points, 5)
+    z = rng.normal(size=(n, 2))
+    X = [np.array([[1.0, z[i, 0], z[i, 1]]]) for i in range(n)]
+    y = [np.array([z[i, 0] + np.log(scale[i, 0])]) for i in range(n)]
+    return g.GTVProblem(graph, g.SquaredError(X, y, d=3), g.Norm2(), 0.05)
+
+
+@pytest.fixture(scope="module")
+def wide():
+    problem = _wide_capacities()
+    caps = problem.capacities
+    assert caps.min() < 1e-50 * caps.max()  # the regime this file is about
+    reference = solve_primal(problem, "CLARABEL", **TIGHT)
+    return problem, reference
+
+
+def test_interior_answer_is_certified_and_agrees_with_clarabel(wide):
+    problem, reference = wide
+    result = g.solve(problem, tol=1e-6, method="interior")
+    # before the weighted projection: status inaccurate, relative gap 1.0 (allowance 7e44)
+    assert str(result.status) == "optimal" and result.rel_gap <= 1e-6
+    assert abs(result.primal - reference.primal) <= 1e-6 * (1.0 + abs(reference.primal))
+    assert result.gap >= result.primal - reference.primal - 1e-12  # honest
+
+
+def test_core_certifies_too(wide):
+    problem, reference = wide
+    result = g.solve(problem, tol=1e-5, method="halpern", max_iter=20000)
+    assert str(result.status) == "optimal"
+    assert result.gap >= result.primal - reference.primal - 1e-12
+
+
+def test_projected_flow_is_feasible_and_leaves_negligible_edges_empty(wide):
+    problem, _ = wide
+    answer = g.solve(problem, tol=1e-6, method="interior")
+    rng = np.random.default_rng(1)
+    U = answer.U + 1e-3 * problem.capacities.max() * rng.normal(size=answer.U.shape)
+    projector = certificate.FlowProjector(problem, warm=False)
+    projector.exact = True  # the factorized correction: to the rounding level
+    flow = projector(U)
+    caps = problem.capacities
+    assert (problem.penalty.dual_norms(flow.U) <= caps).all()  # no tolerance: inside every ball
+    negligible = caps <= certificate.NEGLIGIBLE_CAPACITY * caps.max()
+    assert negligible.any() and not flow.U[negligible].any()
+    # the linear constraints of the conjugates hold to rounding at every node
+    operator = projector.operator
+    residual = operator.apply(flow.U) / operator.row_scale
+    assert np.abs(residual).max() <= 1e-14 * caps.max()
+    # conjugate gradients stop at their target instead
+    cg = certificate.FlowProjector(problem, warm=False)(U)
+    target = 0.1 * certificate.DOMAIN_RTOL * cg.scale
+    assert np.linalg.norm(operator.apply(cg.U) / operator.row_scale) <= 10 * target
+
+
+def test_rounds_bring_the_capacity_scale_to_one(wide):
+    problem, _ = wide
+    answer = g.solve(problem, tol=1e-6, method="interior")
+    rng = np.random.default_rng(2)
+    U = answer.U + 0.5 * problem.capacities[:, None] * rng.normal(size=answer.U.shape)  # off every ball
+    one = certificate.FlowProjector(problem, warm=False)(U, scale_tol=1.0)
+    rounds = certificate.FlowProjector(problem, warm=False)(U)
+    assert one.rounds == 1 and rounds.rounds > 1
+    assert one.capacity_scale < 0.99 and rounds.capacity_scale >= 1.0 - 1e-6
+
+
+def test_exact_correction_matches_conjugate_gradients(wide, monkeypatch):
+    problem, reference = wide
+    answer = g.solve(problem, tol=1e-6, method="interior")
+    cg_only = certify_pair(problem, answer.W, answer.U)
+    monkeypatch.setattr(certificate, "CG_BEFORE_FACTOR", 1)  # factorize at once
+    projector = certificate.FlowProjector(problem, warm=False)
+    factored = certify_pair(problem, answer.W, answer.U, projector=projector)
+    assert projector.operator._factor is not None
+    assert factored.rel_gap <= 1e-6 and factored.gap >= answer.primal - reference.primal - 1e-12
+    assert factored.dual == pytest.approx(cg_only.dual, rel=1e-6)
+
+
+def test_a_worse_point_gets_a_gap_that_covers_it(wide):
+    problem, reference = wide
+    answer = g.solve(problem, tol=1e-6, method="interior")
+    # move the node whose edges are weakest (nearly decoupled from the graph) off its own fit
+    weakest = int(np.argmin(np.asarray(abs(problem.graph.incidence).T @ problem.capacities).ravel()))
+    x = problem.loss.X[weakest][0]
+    W = answer.W.copy()
+    W[weakest] += 0.3 * x / np.linalg.norm(x)  # along its sample: its loss grows by 0.09 ||x||^2
+    cert = certify_pair(problem, W, answer.U)
+    assert cert.gap >= cert.primal - reference.primal - 1e-12
+    assert cert.primal - reference.primal > 0.05  # the move did cost something
+
+
+def test_equal_capacities_keep_the_minimum_norm_correction():
+    rng = np.random.default_rng(0)
+    graph = g.graphs.complete(12)
+    X = [rng.normal(size=(1, 3)) for _ in range(graph.n)]
+    y = [rng.normal(size=1) for _ in range(graph.n)]
+    problem = g.GTVProblem(graph, g.SquaredError(X, y, d=3), g.Norm2(), 0.1)
+    projector = certificate.FlowProjector(problem)
+    assert projector.operator.weights is None and projector.support is None
