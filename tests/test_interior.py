@@ -103,8 +103,32 @@ def test_auto_leaves_random_graphs_to_the_core():
     problem = build_sbm(300, 1500, 10, 0, m=2)
     assert not interior_refusal(problem)
     assert interior.predicted_seconds(problem) > interior.AUTO_SECONDS_DEFICIENT and not auto_interior(problem)
+    # rank-deficient nodes: a race, which the core wins well inside its share of the budget
+    plan, seconds = interior.auto_plan(problem)
+    assert plan == "race" and seconds == pytest.approx(
+        interior.AUTO_RACE_FRACTION * interior.predicted_seconds(problem))
     result = g.solve(problem, tol=1e-4)
-    assert result.info["method"] == "halpern"
+    assert result.info["method"] == "halpern" and result.status == "optimal"
+    assert result.info["race"]["core_budget"] == pytest.approx(seconds)
+
+
+def test_a_race_the_core_does_not_finish_goes_to_the_interior_point_solve(monkeypatch):
+    problem = _problem("squared_error", g.Norm2(), n=30, counts=np.full(30, 1))  # m_i = 1 < d = 3
+    monkeypatch.setattr(interior, "AUTO_SECONDS_DEFICIENT", 0.0)  # small as it is, race
+    monkeypatch.setattr(interior, "AUTO_RACE_FRACTION", 1e-9)  # and give the core no time
+    assert interior.auto_plan(problem)[0] == "race"
+    result = g.solve(problem, tol=1e-7, max_iter=10_000)
+    assert result.status == "optimal" and result.info["method"] == "halpern+interior"
+    race = result.info["race"]
+    assert race["core_status"] == "time_limit" and race["core_rel_gap"] > 1e-7
+    assert result.iterations > result.info["clarabel_iterations"]  # the core's iterations are counted
+    ref = solve_primal(problem, "CLARABEL")
+    assert abs(result.primal - ref.primal) <= 1e-6 * (1 + abs(ref.primal))
+    # the caller's time limit below the core's share: the core's answer, in the caller's terms
+    monkeypatch.setattr(interior, "AUTO_RACE_FRACTION", 1e9)
+    short = g.solve(problem, tol=1e-15, time_limit=0.05)
+    assert short.status == "time_limit" and short.info["method"] == "halpern"
+    assert "time_limit = 0.05 s" in short.message
 
 
 def test_refuses_a_solve_predicted_to_run_silently_for_long(monkeypatch):

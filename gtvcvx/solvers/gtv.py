@@ -29,7 +29,7 @@ from ._pdhg_common import step_norm_estimate as _step_norm_estimate
 from .certificate import Certificate, FlowProjector, certify_pair, stationarity
 from .chain import chain_plan, solve_chain
 from .distributed import solve_distributed
-from .interior import auto_interior, solve_interior
+from .interior import auto_plan, solve_interior
 from .polish import fused_clusters, polish_applies, polish_clusters
 from .quadratic import quadratic_refusal, solve_quadratic
 from .separability import find_separation
@@ -96,8 +96,12 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
     method : {"auto", "halpern", "pdhg", "chain", "quadratic", "interior"}
         ``"auto"`` (default): ``"chain"`` or ``"quadratic"`` when the problem has their
         structure, else ``"interior"`` on small problems whose factorization stays cheap
-        (:func:`gtvcvx.solvers.interior.auto_interior`; an answer it cannot certify to ``tol``
-        warm-starts ``"halpern"``, ``info["method"] = "interior+halpern"``), else ``"halpern"``. ``"halpern"``: reflected Halpern PDHG with adaptive restarts on the
+        (:func:`gtvcvx.solvers.interior.auto_plan`; an answer it cannot certify to ``tol``
+        warm-starts ``"halpern"``, ``info["method"] = "interior+halpern"``); where some node
+        leaves ``w_i`` undetermined and the factorization is dearer, a race: ``"halpern"`` for
+        half the predicted interior-point time, then ``"interior"`` if it has not certified
+        (``info["method"] = "halpern+interior"``, ``info["race"]``); else ``"halpern"``.
+        ``"halpern"``: reflected Halpern PDHG with adaptive restarts on the
         fixed-point residual and an adaptive primal weight. ``"pdhg"``: the GTV paper's
         Algorithm 1, plain PDHG with the fixed diagonal steps ``tau_i = 1/deg_i``,
         ``sigma_e = 1/2`` (no restarts, ``eta`` = 1). ``"chain"``: the exact O(n) solver for
@@ -228,35 +232,53 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
             result.setup_time += plan_time
             return _report_once(result, callback)
         method = "halpern" if quadratic_refusal(problem) else "quadratic"
-        if method == "halpern" and warm_start is None and auto_interior(problem):
-            method = "auto_interior"  # (a warm start is the core's to use: it starts cold)
+        if method == "halpern" and warm_start is None:  # (a warm start is the core's to use: Clarabel starts cold)
+            plan, race_seconds = auto_plan(problem)
+            method = {"interior": "auto_interior", "race": "race"}.get(plan, method)
+    prior = None  # the core's run of a race, if it did not finish the job
+    iter_left, time_left = max_iter, None if time_limit is None else float(time_limit)
+    if method == "race":
+        # the core first, within a share of the predicted interior-point time (its fast cases
+        # stay fast), then the interior-point solve
+        limit = race_seconds if time_limit is None else min(race_seconds, float(time_limit))
+        with _blas_threads(blas_threads):
+            prior = _solve(problem, tol, max_iter, limit, None, callback, "halpern", eta, reflection, primal_weight,
+                           adaptive_weight, check_every, restart_check)
+        spent = prior.setup_time + prior.solve_time
+        iter_left -= prior.iterations
+        time_left = None if time_limit is None else float(time_limit) - spent
+        prior.info["race"] = {"core_seconds": spent, "core_budget": limit}
+        if (prior.status != Status.TIME_LIMIT or iter_left < 1 or limit == time_limit
+                or (time_left is not None and time_left <= 0)):
+            return prior  # certified, stopped by the caller's limits or callback, or failed
+        method = "auto_interior"
     if method in ("interior", "auto_interior"):
         warm_start_parts(problem, warm_start)  # validated; the interior-point solve starts cold
         with _blas_threads(blas_threads):
-            result = solve_interior(problem, tol, max_iter=max_iter, time_limit=time_limit)
+            result = solve_interior(problem, tol, max_iter=iter_left, time_limit=time_left)
+        _after_race(result, prior)
         spent = result.setup_time + result.solve_time
-        left_iter = max_iter - result.iterations
+        left_iter = max_iter - result.iterations  # (a race's core iterations included)
         left_time = None if time_limit is None else float(time_limit) - spent
         if (method == "interior" or result.status == Status.OPTIMAL or left_iter < 1
                 or (left_time is not None and left_time <= 0)):
+            _caller_limits(result, max_iter, time_limit, iter_left, time_left)
             return _report_once(result, callback)
         # auto: an answer the certificate does not confirm to tol is a warm start for the core
         # (a failed call, no answer: the core starts cold); the limits are the caller's, less
-        # what the interior-point solve used
+        # what the interior-point solve (and a race's core run) used
         warm = result if result.W is not None else None
         with _blas_threads(blas_threads):
             final = _solve(problem, tol, left_iter, left_time, warm, callback, "halpern", eta, reflection,
                            primal_weight, adaptive_weight, check_every, restart_check)
-        if final.status == Status.TIME_LIMIT:
-            final.message = final.message.replace(f"reached time_limit = {left_time:g} s",
-                                                  f"reached time_limit = {time_limit:g} s")
-        elif final.status == Status.MAX_ITER:
-            final.message = final.message.replace(f"reached max_iter = {left_iter}", f"reached max_iter = {max_iter}")
+        _caller_limits(final, max_iter, time_limit, left_iter, left_time)
         final.iterations += result.iterations
         final.setup_time += spent
-        final.info["method"] = "interior+halpern"
+        final.info["method"] = result.info["method"] + "+halpern"
         final.info["interior"] = {"status": str(result.status), "rel_gap": result.rel_gap,
                                   "seconds": spent, "message": result.message}
+        if prior is not None:
+            final.info["race"] = prior.info["race"]
         return final
     if method == "quadratic":
         W0, _ = warm_start_parts(problem, warm_start)  # CG starts from a warm-start W
@@ -269,6 +291,25 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
         return _solve(problem, tol, max_iter, time_limit, warm_start, callback, method, eta, reflection,
                       primal_weight, adaptive_weight, check_every, restart_check)
 
+
+
+def _after_race(result: GTVResult, prior: GTVResult | None) -> None:
+    """Charge a race's core run (its iterations and time) to the interior-point result."""
+    if prior is None:
+        return
+    result.iterations += prior.iterations
+    result.setup_time += prior.setup_time + prior.solve_time
+    result.info["method"] = "halpern+" + result.info.get("method", "interior")
+    result.info["race"] = {**prior.info["race"], "core_status": str(prior.status), "core_rel_gap": prior.rel_gap}
+
+
+def _caller_limits(result: GTVResult, max_iter: int, time_limit, left_iter: int, left_time) -> None:
+    """Say the caller's limits in a message written with what was left of them."""
+    if result.status == Status.TIME_LIMIT and left_time is not None and left_time != time_limit:
+        result.message = result.message.replace(f"reached time_limit = {left_time:g} s",
+                                                f"reached time_limit = {time_limit:g} s")
+    elif result.status == Status.MAX_ITER and left_iter != max_iter:
+        result.message = result.message.replace(f"reached max_iter = {left_iter}", f"reached max_iter = {max_iter}")
 
 def _solve(problem, tol, max_iter, time_limit, warm_start, callback, method, eta, reflection, primal_weight,
            adaptive_weight, check_every, restart_check) -> GTVResult:
