@@ -22,3 +22,16 @@ def test_bank_instances_are_seeded_and_match_clarabel():
     assert real.call_gtvcvx(classification, tol=1e-6)["status"] == "optimal"  # weak features: a minimizer
     separable = real.build("karate_club", "breast_cancer_all", "norm1", 2, 0.05, seed=0)
     assert separable.d == 31 and real.call_gtvcvx(separable, tol=1e-6)["status"] == "no_minimizer"
+
+
+def test_large_digits_instances_have_the_stated_shape():
+    """``--large``: the digits images on their own Gaussian k-NN graphs (one image per node)."""
+    from gtvcvx.bench import real
+
+    five = real.build("digits_5nn", "digits", "norm2", 3, 0.05, seed=0)
+    ten = real.build("digits_10nn", "digits", "norm1", 3, 0.05, seed=0)
+    assert (five.n, five.n_edges, five.d) == (1797, 6309, 5) and ten.n_edges == 12343
+    assert five.digest() == real.build("digits_5nn", "digits", "norm2", 3, 0.05, seed=1).digest()  # no dealing
+    assert np.all(five.loss.counts == 1) and ten.penalty.name != five.penalty.name
+    caps = five.capacities
+    assert caps.min() < 1e-12 * caps.max()  # the regime of the weighted flow projection

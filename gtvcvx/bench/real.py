@@ -14,7 +14,12 @@ per node (``m_i < d`` is common):
   ``no_minimizer``) while CVXPY's solvers return "optimal" with weights that grow with their
   accuracy; those rows are listed but left out of the worst ratio;
 
-with every penalty of ``--penalties`` at ``lam`` (standardized units). Each instance x penalty is
+with every penalty of ``--penalties`` at ``lam`` (standardized units). ``--large`` adds the
+bank's instances with more than 10^4 edges (:data:`LARGE`): scikit-learn's digits images (1,797)
+as the nodes of their own Gaussian k-NN graph (``gtvcvx.graphs.knn`` defaults; 6,309 edges at
+k = 5, 12,343 at k = 10, weights from 1e-16 to 0.5), one image per node, features its four
+principal components (standardized) plus an intercept (d = 5 > m_i = 1), target the digit minus
+4.5, ``SquaredError`` with the norm penalties. Each instance x penalty is
 solved by ``gtvcvx.solve`` (its automatic method choice) to a certified relative gap ``--tol`` and
 by CVXPY + CLARABEL and CVXPY + SCS at their defaults, each call whole (compilation included) in
 its own process. Reported: seconds, the ratio CLARABEL / gtvcvx (above 1 gtvcvx is faster), the
@@ -46,11 +51,15 @@ DATASETS = ("diabetes", "breast_cancer", "breast_cancer_all")
 #: pooled samples are strictly separable with them, seeds 0-2; with "mean radius" they can be).
 WEAK_FEATURES = ("mean texture", "mean smoothness", "mean symmetry", "mean fractal dimension")
 PENALTIES = ("norm2", "norm1", "squared_norm2")
+#: ``--large``: (graph, data set) pairs whose graph is built from the data (see the module notes).
+LARGE = (("digits_5nn", "digits"), ("digits_10nn", "digits"))
 TIGHT = {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10}
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("--quick", action="store_true", help="two graphs, the regression data, nLasso only")
+    parser.add_argument("--large", action="store_true",
+                        help="add the digits k-NN instances (6,309 and 12,343 edges; norm penalties; ~30 min more)")
     parser.add_argument("--samples-per-node", type=int, default=3, help="rows dealt to every node (default 3)")
     parser.add_argument("--lam", type=float, default=0.05, help="lam in standardized units (default 0.05)")
     parser.add_argument("--tol", type=float, default=1e-6, help="gtvcvx's certified relative gap (default 1e-6)")
@@ -93,8 +102,28 @@ def _data(name: str):
     return X, y
 
 
+def _digits(k: int, penalty: str, lam: float) -> GTVProblem:
+    """The digits images on their own Gaussian k-NN graph, one image per node (see the module notes)."""
+    from sklearn import datasets
+    from sklearn.decomposition import PCA
+
+    from .. import graphs
+
+    images, digit = datasets.load_digits(return_X_y=True)
+    graph = graphs.knn(images / 16.0, k)
+    graph = getattr(graph, "graph", graph)
+    Z = PCA(n_components=4, random_state=0).fit_transform(images)
+    Z = (Z - Z.mean(axis=0)) / Z.std(axis=0)
+    X = np.hstack([np.ones((Z.shape[0], 1)), Z])[:, None, :]  # (n, 1, 5): one row per node
+    y = (digit - 4.5)[:, None]
+    return GTVProblem(graph, SquaredError(list(X), list(y), d=5), get_penalty(penalty), lam)
+
+
 def build(graph: str, dataset: str, penalty: str, samples_per_node: int, lam: float, seed: int) -> GTVProblem:
-    """One bank instance: rows of ``dataset`` dealt at random, ``samples_per_node`` to every node."""
+    """One bank instance: rows of ``dataset`` dealt at random, ``samples_per_node`` to every node
+    (for the :data:`LARGE` pairs: the digits k-NN instance, one image per node, no dealing)."""
+    if dataset == "digits":
+        return _digits(int(graph.removeprefix("digits_").removesuffix("nn")), penalty, lam)
     G = _graph(graph)
     X, y = _data(dataset)
     rng = np.random.default_rng(seed)
@@ -155,6 +184,8 @@ def run(args) -> int:
         raise SystemExit(f"--penalties must name some of {', '.join(PENALTIES)}, got {args.penalties!r}")
     started = time.strftime("%Y-%m-%d %H:%M")
     instances = [(gr, ds, pen) for gr in graphs for ds in datasets for pen in penalties]
+    if args.large:
+        instances += [(gr, ds, pen) for gr, ds in LARGE for pen in penalties if pen in ("norm2", "norm1")]
     plan = (("gtvcvx", call_gtvcvx, {"tol": args.tol}), ("lag", call_lag, {"tol": args.tol}),
             ("CLARABEL", call_cvxpy, {"solver": "CLARABEL"}), ("SCS", call_cvxpy, {"solver": "SCS"}))
     rows, ok = [], True
@@ -193,7 +224,8 @@ def run(args) -> int:
     lines = [
         "## real: small real graphs with real data, gtvcvx vs CVXPY",
         "",
-        f"Command: `gtvcvx bench real{' --quick' if args.quick else ''} --samples-per-node {args.samples_per_node} "
+        f"Command: `gtvcvx bench real{' --quick' if args.quick else ''}{' --large' if args.large else ''} "
+        f"--samples-per-node {args.samples_per_node} "
         f"--lam {args.lam:g} --tol {args.tol:g} --seed {args.seed} --out {args.out}` (started {started}). Graphs: "
         "networkx's bundled florentine families (15 nodes), Davis southern women (32), karate club (34), Les "
         "Miserables (77, weighted) and a 15 x 15 grid (225); data: scikit-learn's diabetes (squared error, d = 11) "
@@ -203,7 +235,10 @@ def run(args) -> int:
         f"(seed {args.seed}). Every call whole (CVXPY compilation included), each in its own process; "
         f"`ratio_clarabel` = CLARABEL seconds / gtvcvx seconds (above 1: gtvcvx faster); `certificate_lag` = "
         f"iterations of the first-order core (`method='halpern'`, untimed, whatever `method` says) to certify "
-        f"{args.tol:g} over its iterations until the iterate's true gap was below it (same check-points).",
+        f"{args.tol:g} over its iterations until the iterate's true gap was below it (same check-points)."
+        + (" `--large`: the digits images (1,797) on their own Gaussian 5-NN / 10-NN graphs (6,309 / 12,343 "
+           "edges), one image per node, 4 principal components + intercept (d = 5), target digit - 4.5, "
+           "squared error." if args.large else ""),
         "",
         format_table(rows, cols),
         "",
