@@ -124,3 +124,20 @@ def test_equal_capacities_keep_the_minimum_norm_correction():
     problem = g.GTVProblem(graph, g.SquaredError(X, y, d=3), g.Norm2(), 0.1)
     projector = certificate.FlowProjector(problem)
     assert projector.operator.weights is None and projector.support is None
+
+
+def test_a_dense_block_system_is_never_factorized():
+    """The GTV paper's Table I shape (dense graph, d = 100, m_i < d) ran the report out of memory
+    when its 20,000-unknown correction was factorized; the fill estimate keeps it on CG."""
+    rng = np.random.default_rng(0)
+    n, d = 100, 100
+    graph = g.Graph.from_edges(n, np.array([(i, j) for i in range(n) for j in range(i + 1, n)]),
+                               rng.uniform(0.5, 2.0, size=n * (n - 1) // 2))
+    X = [rng.normal(size=(5, d)) for _ in range(n)]
+    y = [rng.normal(size=5) for _ in range(n)]
+    problem = g.GTVProblem(graph, g.SquaredError(X, y), g.Norm2(), 0.05)
+    projector = certificate.FlowProjector(problem)
+    assert projector.operator.weights is not None and not projector.operator.factorable
+    U = 0.05 * rng.normal(size=(problem.n_edges, d))
+    cert = certify_pair(problem, np.zeros((n, d)), U, projector=projector, tol=1e-6)
+    assert projector.operator._factor is None and np.isfinite(cert.gap)

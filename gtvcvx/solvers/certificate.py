@@ -154,6 +154,7 @@ class _ConservationOperator:
         self.Q = problem.loss.linear_domain().basis[nodes]  # declared vocabulary, no hidden Q
         self.Qt = np.ascontiguousarray(np.swapaxes(self.Q, 1, 2))
         self._factor = None
+        self._factor_entries = None  # estimated entries of the factors (see factorable)
 
     def outside(self, R: np.ndarray) -> np.ndarray:
         """Component of per-node rows (constrained nodes only) outside the conjugate's linear domain."""
@@ -204,8 +205,18 @@ class _ConservationOperator:
 
     @property
     def factorable(self) -> bool:
-        """Whether the Gram is small enough to factorize (``FACTOR_MAX_UNKNOWNS``)."""
-        return self.nodes.size * self.Q.shape[1] <= FACTOR_MAX_UNKNOWNS
+        """Whether the Gram is small enough to factorize: at most ``FACTOR_MAX_UNKNOWNS`` unknowns
+        and ``FACTOR_MAX_ENTRIES`` entries in its factors, estimated as ``d^2`` times those of the
+        node Laplacian's factors (a SuperLU run on the ``n_C x n_C`` pattern, done once)."""
+        if self._factor_entries is None:
+            d = self.Q.shape[1]
+            if self.nodes.size * d > FACTOR_MAX_UNKNOWNS:
+                self._factor_entries = np.inf
+            else:
+                pattern = (abs(self.laplacian) + sp.eye(self.nodes.size)).tocsc()
+                lu = spla.splu(pattern, permc_spec="MMD_AT_PLUS_A", options={"SymmetricMode": True})
+                self._factor_entries = float(lu.L.nnz + lu.U.nnz) * d * d
+        return self._factor_entries <= FACTOR_MAX_ENTRIES
 
     def _factorize(self) -> None:
         """LU factors of ``S N L_w N S + (I - N) + eps I`` (the identity on the free directions
@@ -620,6 +631,11 @@ RELAXATION = 1.5
 #: 240-370 MB). ``FACTOR_SHIFT`` regularizes the factorization (refinement removes it).
 CG_BEFORE_FACTOR = 300
 FACTOR_MAX_UNKNOWNS = 20_000
+#: ... and at most this many estimated entries in the factors (~12 bytes each): the GTV paper's
+#: Table I (200 nodes, ~5,000 edges, d = 100, 20,000 unknowns) is a dense block system of
+#: ~4e8 entries, which ran the report out of memory. (The estimate was 1.4-2x below SuperLU's
+#: actual count on the digits graphs: 1.4M / 3.3M estimated, 3.0M / 4.6M actual.)
+FACTOR_MAX_ENTRIES = 1e7
 FACTOR_SHIFT = 1e-12
 
 #: Where the loss bounds no optimum (logistic), the largest conservation residual accepted,
