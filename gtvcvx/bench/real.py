@@ -34,7 +34,7 @@ import time
 
 import numpy as np
 
-from .. import GTVProblem, Logistic, SquaredError, solve
+from .. import GTVProblem, Logistic, SquaredError, graphs, solve
 from ..graph import Graph
 from ..penalties import get_penalty
 from ..progress import Progress
@@ -106,8 +106,6 @@ def _digits(k: int, penalty: str, lam: float) -> GTVProblem:
     """The digits images on their own Gaussian k-NN graph, one image per node (see the module notes)."""
     from sklearn import datasets
     from sklearn.decomposition import PCA
-
-    from .. import graphs
 
     images, digit = datasets.load_digits(return_X_y=True)
     graph = graphs.knn(images / 16.0, k)
