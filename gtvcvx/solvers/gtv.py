@@ -180,9 +180,10 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
     half-way (in log scale) to the ratio of the dual and primal distances travelled.
 
     Every check-point certifies the PDHG output ``(W^+, U^+)``: the flow is made dual
-    feasible (minimum-norm projection onto the conjugates' linear constraints by conjugate
-    gradients in node space, then a global scaling into the capacity balls) and the gap is the sum of the node and edge
-    Fenchel-Young terms, an upper bound on ``P(W^+) - P^*``.
+    feasible (a capacity-weighted projection onto the conjugates' linear constraints by conjugate
+    gradients in node space, alternated with the capacity balls where it can bring the gap below
+    ``tol``, then a common scaling into the balls; :class:`~gtvcvx.solvers.certificate.FlowProjector`)
+    and the gap is the sum of the node and edge Fenchel-Young terms, an upper bound on ``P(W^+) - P^*``.
 
     References
     ----------
