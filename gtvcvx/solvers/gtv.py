@@ -249,9 +249,9 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
         iter_left -= prior.iterations
         time_left = None if time_limit is None else float(time_limit) - spent
         prior.info["race"] = {"core_seconds": spent, "core_budget": limit}
-        if (prior.status != Status.TIME_LIMIT or iter_left < 1 or limit == time_limit
+        if (prior.status not in (Status.TIME_LIMIT, Status.SOLVER_ERROR) or iter_left < 1 or limit == time_limit
                 or (time_left is not None and time_left <= 0)):
-            return prior  # certified, stopped by the caller's limits or callback, or failed
+            return prior  # certified, or stopped by the caller's limits or callback
         method = "auto_interior"
     if method in ("interior", "auto_interior"):
         warm_start_parts(problem, warm_start)  # validated; the interior-point solve starts cold
@@ -293,7 +293,6 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
                       primal_weight, adaptive_weight, check_every, restart_check)
 
 
-
 def _after_race(result: GTVResult, prior: GTVResult | None) -> None:
     """Charge a race's core run (its iterations and time) to the interior-point result."""
     if prior is None:
@@ -311,6 +310,7 @@ def _caller_limits(result: GTVResult, max_iter: int, time_limit, left_iter: int,
                                                 f"reached time_limit = {time_limit:g} s")
     elif result.status == Status.MAX_ITER and left_iter != max_iter:
         result.message = result.message.replace(f"reached max_iter = {left_iter}", f"reached max_iter = {max_iter}")
+
 
 def _solve(problem, tol, max_iter, time_limit, warm_start, callback, method, eta, reflection, primal_weight,
            adaptive_weight, check_every, restart_check) -> GTVResult:
