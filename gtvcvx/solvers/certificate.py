@@ -580,20 +580,19 @@ class FlowProjector:
                 alpha = float(np.min(np.where(over, caps / usage, 1.0))) if over.any() else 1.0
             out.rounds = round_ + 1
             if best is None or alpha > best[1]:
-                best, best_round = (out.U, alpha), round_
+                best, best_round = (out.U, alpha, usage), round_
             elif round_ - best_round >= STALLED_ROUNDS:  # no progress lately: keep the best round's flow
-                out.U, alpha = best
+                out.U, alpha, usage = best
                 break
             if (alpha >= 1.0 - scale_tol or round_ + 1 == self.max_rounds
                     or (deadline is not None and time.perf_counter() > deadline)):
-                out.U, alpha = best
+                out.U, alpha, usage = best
                 break
             # alternating projections (capacity balls, then the constraints again): they converge
             # to a flow in both sets, so the common scale below approaches 1
             previous = out.U
             out.U = problem.penalty.project_conjugate_domain(out.U, caps)
-        if problem.penalty.is_norm:
-            usage = problem.penalty._dual_norms(out.U)
+        if problem.penalty.is_norm:  # (usage: the dual norms of the kept round's flow)
             over = usage > caps
             if (over & coupled).any():
                 out.capacity_scale = alpha
@@ -710,11 +709,14 @@ def _second_pass(problem: GTVProblem, W, cert: Certificate, projector: FlowProje
     a second pass uses alternating rounds and/or the exact (factorized) correction.
     """
     operator = projector.operator
-    can_factor = operator is not None and operator.factorable and not projector.exact
+
+    def can_factor() -> bool:  # asked only where a residual is at stake (the fill estimate costs a symbolic LU)
+        return operator is not None and not projector.exact and operator.factorable
+
     can_round = operator is not None and projector.max_rounds > 1
     if not np.isfinite(cert.gap):
         # e.g. a residual a loss without an a-priori bound (logistic) cannot pay for
-        return (True, 0.0) if can_factor and np.isfinite(cert.primal) else None
+        return (True, 0.0) if np.isfinite(cert.primal) and can_factor() else None
     alpha = cert.residuals["capacity_scale"]
     carried = 0.0
     if alpha < 1.0 and can_round:
@@ -722,7 +724,8 @@ def _second_pass(problem: GTVProblem, W, cert: Certificate, projector: FlowProje
         Z = problem.graph.incidence[coupled] @ W
         carried = max(float(np.einsum("ed,ed->", Z, cert.U[coupled])) / alpha, 0.0)
     cost = (1.0 - alpha) * carried
-    residual = cert.residuals["residual_allowance"] if can_factor else 0.0
+    residual = cert.residuals["residual_allowance"]
+    residual = residual if residual > 0 and can_factor() else 0.0
     rest = cert.gap - cost - residual
     if tol is None:
         target = 0.1 * max(rest, 0.0)
