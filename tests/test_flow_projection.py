@@ -141,3 +141,11 @@ def test_a_dense_block_system_is_never_factorized():
     U = 0.05 * rng.normal(size=(problem.n_edges, d))
     cert = certify_pair(problem, np.zeros((n, d)), U, projector=projector, tol=1e-6)
     assert projector.operator._factor is None and np.isfinite(cert.gap)
+
+
+def test_certify_pair_names_a_bad_tol(wide):
+    problem, _ = wide
+    W, U = np.zeros((problem.n, problem.d)), np.zeros((problem.n_edges, problem.d))
+    for bad in (0.0, -1e-6, float("nan"), "1e-6"):
+        with pytest.raises(ValueError, match="tol must be a positive number or None"):
+            certify_pair(problem, W, U, tol=bad)

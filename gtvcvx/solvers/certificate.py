@@ -24,6 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+from .._validation import check_positive_number
 from ..losses import DOMAIN_RTOL
 from ..problem import GTVProblem
 from ..results import relative_gap
@@ -679,6 +680,7 @@ def certify_pair(problem: GTVProblem, W, U, *, projector: FlowProjector | None =
     """
     W = problem.check_W(W)
     U = problem.check_U(U)
+    tol = check_positive_number(tol, "tol", allow_none=True)
     projector = projector or FlowProjector(problem, warm=False)
     cert = _certify_flow(problem, W, U, projector, deadline, scale_tol=1.0)
     second = _second_pass(problem, W, cert, projector, tol)
