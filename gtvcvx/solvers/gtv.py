@@ -9,6 +9,7 @@ scatter-add; :mod:`gtvcvx.solvers._edge_kernels`, numba) on problems with at lea
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 import time
@@ -26,6 +27,7 @@ from ._kernels import axpy, scal
 from ._pdhg_common import CHECK_SPACING as _CHECK_SPACING
 from ._pdhg_common import IterationInfo, initial_primal_weight, uniqueness_note, warm_start_parts
 from ._pdhg_common import step_norm_estimate as _step_norm_estimate
+from ._reorder import locality_order
 from .certificate import Certificate, FlowProjector, certify_pair, stationarity
 from .chain import chain_plan, solve_chain
 from .distributed import solve_distributed
@@ -312,8 +314,33 @@ def _caller_limits(result: GTVResult, max_iter: int, time_limit, left_iter: int,
         result.message = result.message.replace(f"reached max_iter = {left_iter}", f"reached max_iter = {max_iter}")
 
 
-def _solve(problem, tol, max_iter, time_limit, warm_start, callback, method, eta, reflection, primal_weight,
-           adaptive_weight, check_every, restart_check) -> GTVResult:
+def _solve(problem, tol, max_iter, time_limit, warm_start, callback, *options) -> GTVResult:
+    """The core on ``problem``, or on a copy relabelled for memory locality (large graphs,
+    :func:`~gtvcvx.solvers._reorder.locality_order`) with everything mapped back."""
+    t_start = time.perf_counter()
+    relabel = locality_order(problem)
+    if relabel is None:
+        return _iterate(problem, tol, max_iter, time_limit, warm_start, callback, *options)
+    warm = None if warm_start is None else relabel.warm_start_in(*warm_start_parts(problem, warm_start))
+    inner_callback = None
+    if callback is not None:
+        def inner_callback(info: IterationInfo):
+            return callback(dataclasses.replace(info, W=relabel.nodes_out(info.W), U=relabel.flows_out(info.U),
+                                                certificate=relabel.certificate_out(info.certificate)))
+    spent = time.perf_counter() - t_start
+    left = None if time_limit is None else max(float(time_limit) - spent, 0.0)
+    result = _iterate(relabel.problem, tol, max_iter, left, warm, inner_callback, *options)
+    result.W = relabel.nodes_out(result.W)
+    result.U = relabel.flows_out(result.U)
+    result.info["node_gaps"] = relabel.nodes_out(result.info["node_gaps"])
+    result.info["edge_gaps"] = relabel.edges_out(result.info["edge_gaps"])
+    result.info["node_order"] = "reverse_cuthill_mckee"
+    result.setup_time += spent
+    return result
+
+
+def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, eta, reflection, primal_weight,
+             adaptive_weight, check_every, restart_check) -> GTVResult:
     t_start = time.perf_counter()
 
     # ---- setup

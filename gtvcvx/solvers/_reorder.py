@@ -1,0 +1,146 @@
+r"""A node order with memory locality for the fast core on large graphs.
+
+Every iteration of the core gathers the rows ``x_i - x_j`` of all edges and scatters the flows
+back onto their end points. When the node rows no longer fit in the caches (``n d`` doubles
+beyond a few MB) and the end points of consecutive edges are far apart in memory, each edge
+costs a cache miss on each end: on 10^6 points in 7-D with their 10-NN graph (6.7 * 10^6
+edges) the gather and the scatter take 0.2 s and 0.3 s of a 0.93 s iteration, while the same
+graph relabelled by reverse Cuthill-McKee (scipy.sparse.csgraph; mean end-point distance
+66,641 -> 13,069) runs at 0.54-0.61 s per iteration (measured in one run, alternating).
+
+:func:`locality_order` decides and builds the relabelled problem; :class:`NodeOrder` maps
+warm starts in and results, callbacks and certificates out. The relabelled problem is the same
+problem (node ``i`` becomes ``position[i]``, edges sorted by their new end points; an edge whose
+orientation flips carries the negated flow), so certificates computed on it are certificates
+of the caller's problem.
+
+References
+----------
+.. [1] E. Cuthill, J. McKee, "Reducing the bandwidth of sparse symmetric matrices", Proc. 24th
+   ACM National Conference, 1969.
+.. [2] A. George, J. W. H. Liu, "Computer Solution of Large Sparse Positive Definite Systems",
+   Prentice-Hall, 1981 (the reverse ordering).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..graph import Graph
+from ..problem import GTVProblem
+
+__all__ = ["MIN_FLOW_ENTRIES", "MIN_NODE_BYTES", "MIN_SPAN_GAIN", "NodeOrder", "locality_order"]
+
+#: Relabel only problems with at least this many flow entries ``|E| d`` (a few iterations pay
+#: for the ordering: ~3 s for the ordering and the relabelled copy at 6.7 * 10^6 edges, where
+#: an iteration saves ~0.35 s) ...
+MIN_FLOW_ENTRIES = 1 << 22
+#: ... whose node rows ``n d`` doubles do not fit in this machine class's last-level cache ...
+MIN_NODE_BYTES = 16 << 20
+#: ... and where the mean distance between an edge's end points falls at least this much.
+MIN_SPAN_GAIN = 2.0
+
+
+@dataclass(frozen=True)
+class NodeOrder:
+    """A relabelled copy of a problem and the maps between its arrays and the caller's.
+
+    Attributes
+    ----------
+    problem : GTVProblem
+        The relabelled problem: its node ``k`` is the caller's node ``order[k]``, its edge ``k``
+        the caller's edge ``edge_order[k]``, oriented ``sign[k]`` times the caller's.
+    order, position : (n,) int arrays
+        New to old and old to new node labels (inverse permutations).
+    edge_order : (m,) int array
+    sign : (m, 1) float array of +-1
+    """
+
+    problem: GTVProblem
+    order: np.ndarray
+    position: np.ndarray
+    edge_order: np.ndarray
+    sign: np.ndarray
+
+    def nodes_in(self, W: np.ndarray) -> np.ndarray:
+        """Caller's node rows -> relabelled."""
+        return W[self.order]
+
+    def nodes_out(self, W: np.ndarray) -> np.ndarray:
+        """Relabelled node rows (or per-node values) -> the caller's order."""
+        return W[self.position]
+
+    def flows_in(self, U: np.ndarray) -> np.ndarray:
+        """Caller's flows -> relabelled (re-ordered, re-oriented)."""
+        return U[self.edge_order] * self.sign
+
+    def flows_out(self, U: np.ndarray) -> np.ndarray:
+        """Relabelled flows -> the caller's edges and orientation."""
+        out = np.empty_like(U)
+        out[self.edge_order] = U * self.sign
+        return out
+
+    def edges_out(self, values: np.ndarray) -> np.ndarray:
+        """Relabelled per-edge values (orientation-free, e.g. edge gaps) -> the caller's order."""
+        out = np.empty_like(values)
+        out[self.edge_order] = values
+        return out
+
+    def warm_start_in(self, W: np.ndarray | None, U: np.ndarray | None) -> dict:
+        """Validated warm-start parts (see ``warm_start_parts``; None: absent) relabelled."""
+        return {"W": None if W is None else self.nodes_in(W), "U": None if U is None else self.flows_in(U)}
+
+    def certificate_out(self, certificate):
+        """A certificate of the relabelled problem as one of the caller's (same numbers)."""
+        return dataclasses.replace(certificate, node_gaps=self.nodes_out(certificate.node_gaps),
+                                   edge_gaps=self.edges_out(certificate.edge_gaps),
+                                   U=self.flows_out(certificate.U))
+
+
+def _span(edges: np.ndarray) -> float:
+    return float(np.abs(edges[:, 1] - edges[:, 0]).mean())
+
+
+def locality_order(problem: GTVProblem, force: bool = False) -> NodeOrder | None:
+    """A relabelling of ``problem`` by reverse Cuthill-McKee, or ``None`` where it does not pay.
+
+    Parameters
+    ----------
+    problem : GTVProblem
+    force : bool
+        Relabel regardless of size (tests), unless the graph has no edges.
+
+    Notes
+    -----
+    Applied when ``|E| d >= MIN_FLOW_ENTRIES``, ``8 n d >= MIN_NODE_BYTES`` and the mean
+    end-point distance ``mean_e |i - j|`` falls by ``MIN_SPAN_GAIN`` or more. The ordering is
+    :func:`scipy.sparse.csgraph.reverse_cuthill_mckee` on the adjacency pattern: O(|E|) and
+    deterministic, so solves stay reproducible.
+    """
+    graph = problem.graph
+    n, m, d = problem.n, problem.n_edges, problem.d
+    if m == 0 or (not force and (m * d < MIN_FLOW_ENTRIES or 8 * n * d < MIN_NODE_BYTES)):
+        return None
+    from scipy.sparse.csgraph import reverse_cuthill_mckee
+
+    i, j = graph.edges[:, 0], graph.edges[:, 1]
+    pattern = sp.csr_matrix((np.ones(2 * m, dtype=np.int8), (np.concatenate([i, j]), np.concatenate([j, i]))),
+                            shape=(n, n))
+    order = reverse_cuthill_mckee(pattern, symmetric_mode=True).astype(np.int64)
+    position = np.empty(n, dtype=np.int64)
+    position[order] = np.arange(n)
+    ends = position[graph.edges]
+    low, high = ends.min(axis=1), ends.max(axis=1)
+    relabelled = np.column_stack([low, high])
+    if not force and _span(graph.edges) < MIN_SPAN_GAIN * _span(relabelled):
+        return None
+    edge_order = np.argsort(low * n + high, kind="stable")
+    sign = np.where(ends[edge_order, 0] < ends[edge_order, 1], 1.0, -1.0)[:, None]
+    # the trusted constructor: a permutation of a valid graph's edges is a valid graph
+    new_graph = Graph(n, np.ascontiguousarray(relabelled[edge_order]), graph.weights[edge_order])
+    new_problem = GTVProblem(new_graph, problem.loss.subset(order), problem.penalty, problem.lam)
+    return NodeOrder(new_problem, order, position, edge_order, sign)

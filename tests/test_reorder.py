@@ -1,0 +1,105 @@
+"""The fast core on a copy of the problem relabelled for memory locality (large graphs)."""
+
+import numpy as np
+import pytest
+
+import gtvcvx as g
+import gtvcvx.solvers.gtv as core
+from conftest import make_problem
+from gtvcvx.clustering import clustering_problem
+from gtvcvx.reference import solve_primal
+from gtvcvx.solvers import _reorder
+from gtvcvx.solvers.certificate import certify_pair
+
+TIGHT = dict(tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+
+
+def shuffled_knn(n=300, d=3, seed=0):
+    """A k-NN clustering problem whose node labels are in random order (no locality)."""
+    rng = np.random.default_rng(seed)
+    points = rng.normal(size=(n, d)) + 4.0 * rng.integers(0, 3, size=(n, 1))
+    problem, _ = clustering_problem(points, 0.3, k=6)
+    return problem
+
+
+@pytest.fixture
+def always_relabel(monkeypatch):
+    monkeypatch.setattr(core, "locality_order", lambda problem: _reorder.locality_order(problem, force=True))
+
+
+def test_relabelled_problem_is_the_same_problem():
+    problem = make_problem("squared_error", "norm2", seed=1, sizes=(6, 5), d=3, lam=0.4)
+    relabel = _reorder.locality_order(problem, force=True)
+    rng = np.random.default_rng(0)
+    W = rng.normal(size=(problem.n, problem.d))
+    U = rng.normal(size=(problem.n_edges, problem.d))
+    new = relabel.problem
+    assert new.objective(relabel.nodes_in(W)) == pytest.approx(problem.objective(W), rel=1e-13)
+    assert np.allclose(new.divergence(relabel.flows_in(U)), relabel.nodes_in(problem.divergence(U)), atol=1e-12)
+    assert np.allclose(new.differences(relabel.nodes_in(W)), relabel.flows_in(problem.differences(W)), atol=1e-12)
+    assert np.array_equal(relabel.nodes_out(relabel.nodes_in(W)), W)
+    assert np.array_equal(relabel.flows_out(relabel.flows_in(U)), U)
+    # sorted, oriented edges: a valid graph
+    assert (new.graph.edges[:, 0] < new.graph.edges[:, 1]).all()
+    assert g.Graph.from_edges(new.n, new.graph.edges, new.graph.weights) == new.graph
+
+
+def test_small_or_local_graphs_keep_their_labels():
+    problem = shuffled_knn()
+    assert _reorder.locality_order(problem) is None  # far below the size where it pays
+    relabel = _reorder.locality_order(problem, force=True)
+    # ... and relabelling an already relabelled graph gains nothing: refused
+    saved = (_reorder.MIN_FLOW_ENTRIES, _reorder.MIN_NODE_BYTES)
+    try:
+        _reorder.MIN_FLOW_ENTRIES = _reorder.MIN_NODE_BYTES = 0
+        assert _reorder.locality_order(relabel.problem) is None
+        assert _reorder.locality_order(problem) is not None  # random labels: relabelled
+    finally:
+        _reorder.MIN_FLOW_ENTRIES, _reorder.MIN_NODE_BYTES = saved
+
+
+@pytest.mark.parametrize("loss, penalty", [("squared_distance", "norm2"), ("squared_error", "norm1"),
+                                           ("logistic", "norm2")])
+def test_relabelled_solve_agrees_with_clarabel_in_the_callers_order(always_relabel, loss, penalty):
+    problem = make_problem(loss, penalty, seed=2, sizes=(5, 4), d=3, lam=0.3)
+    ref = solve_primal(problem, "CLARABEL", **TIGHT)
+    fast = g.solve(problem, tol=1e-7, method="halpern")
+    assert fast.info["node_order"] == "reverse_cuthill_mckee"
+    assert fast.status == "optimal" and fast.rel_gap <= 1e-7
+    assert abs(fast.primal - ref.primal) <= 1e-6 * (1 + abs(ref.primal))
+    assert fast.dual <= ref.primal + 1e-10 * (1 + abs(ref.primal))
+    # W and U are the caller's: the certificate recomputed on the caller's problem agrees
+    again = certify_pair(problem, fast.W, fast.U)
+    assert again.rel_gap <= 1e-7
+    assert problem.objective(fast.W) == pytest.approx(fast.primal, rel=1e-12)
+    assert fast.info["node_gaps"].shape == (problem.n,) and fast.info["edge_gaps"].shape == (problem.n_edges,)
+    # the per-node and per-edge gaps are the caller's nodes' and edges'
+    for mine, callers in ((fast.info["node_gaps"], again.node_gaps), (fast.info["edge_gaps"], again.edge_gaps)):
+        assert np.abs(mine - callers).max() <= 1e-3 * callers.max()
+
+
+def test_relabelled_callback_and_warm_start_are_in_the_callers_order(always_relabel):
+    problem = shuffled_knn(n=120)
+    seen = []
+
+    def callback(info):
+        # the arrays are the caller's: recertifying them on the caller's problem gives the same primal
+        assert info.W.shape == (problem.n, problem.d) and info.U.shape == (problem.n_edges, problem.d)
+        assert problem.objective(info.W) == pytest.approx(info.certificate.primal, rel=1e-12)
+        assert np.abs(problem.divergence(info.certificate.U)).max() < np.inf
+        seen.append(info.iteration)
+
+    first = g.solve(problem, tol=1e-8, method="halpern", callback=callback)
+    assert seen and first.status == "optimal"
+    warm = g.solve(problem, tol=1e-8, method="halpern", warm_start=first)
+    assert warm.status == "optimal" and warm.iterations <= 10  # started at the answer
+    flows_only = g.solve(problem, tol=1e-8, method="halpern", warm_start={"U": first.U})
+    assert flows_only.status == "optimal"
+    assert abs(flows_only.primal - first.primal) <= 2e-8 * (1 + abs(first.primal))
+
+
+def test_relabelling_is_deterministic(always_relabel):
+    problem = shuffled_knn(n=150, seed=3)
+    a = g.solve(problem, tol=1e-6, method="halpern")
+    b = g.solve(problem, tol=1e-6, method="halpern")
+    assert a.iterations == b.iterations and np.array_equal(a.W, b.W)
