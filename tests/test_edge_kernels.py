@@ -154,3 +154,28 @@ def test_solver_with_kernels_matches_clarabel(monkeypatch, penalty):
     assert fast.gap >= fast.primal - ref.primal - 1e-10 * (1 + abs(ref.primal))
     assert fast.iterations == numpy_path.iterations
     np.testing.assert_allclose(fast.W, numpy_path.W, atol=1e-9)
+
+
+def test_node_sweeps_match_numpy():
+    """Each compiled node update against the NumPy expression it replaces (which small problems run)."""
+    from gtvcvx.solvers._node_kernels import NodeSweeps
+
+    rng = np.random.default_rng(7)
+    n, d = 50, 4
+    W, Wp, W0, DtU, DtUp, DtU0 = (rng.normal(size=(n, d)) for _ in range(6))
+    tau = rng.uniform(0.1, 2.0, size=n)
+    numpy_path, compiled = NodeSweeps(n, d, compiled=False), NodeSweeps(n, d, compiled=True)
+    assert not numpy_path.compiled and compiled.compiled and not NodeSweeps(n, d).compiled
+    for name, args in (("step", (W, DtU, tau, tau[:, None])), ("extrapolate", (Wp, W, 0.7)),
+                       ("residual", (W, Wp, 1.0 / tau, DtU, DtUp)), ("halpern", (Wp, W.copy(), W0, 0.6, 0.4, 0.9))):
+        expected = getattr(numpy_path, name)(*args)
+        np.testing.assert_allclose(getattr(compiled, name)(*args), expected, rtol=1e-13, atol=1e-13, err_msg=name)
+    X_numpy, X_compiled = DtU.copy(), DtU.copy()
+    numpy_path.halpern_inplace(DtUp, X_numpy, DtU0, 0.6, 0.4, 0.9)
+    compiled.halpern_inplace(DtUp, X_compiled, DtU0, 0.6, 0.4, 0.9)
+    np.testing.assert_allclose(X_compiled, X_numpy, rtol=1e-13, atol=1e-13)
+    assert np.abs(X_numpy - DtU).max() > 0.1  # (the update did something)
+    # the Halpern point of W lands in W's own buffer, never in W+ or W0
+    Wc = W.copy()
+    assert compiled.halpern(Wp, Wc, W0, 0.6, 0.4, 0.9) is Wc
+    assert compiled.halpern(Wp, Wp, W0, 0.6, 0.4, 0.9) is not Wp

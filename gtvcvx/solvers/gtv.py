@@ -23,7 +23,7 @@ from .._validation import check_positive_int, check_positive_number, check_time_
 from ..problem import GTVProblem
 from ..results import GTVResult, Status
 from ._edge_kernels import MOVE_HALPERN, MOVE_NONE, MOVE_RESTART, EdgeSweep
-from ._kernels import axpy, scal
+from ._node_kernels import NodeSweeps
 from ._pdhg_common import CHECK_SPACING as _CHECK_SPACING
 from ._pdhg_common import IterationInfo, initial_primal_weight, uniqueness_note, warm_start_parts
 from ._pdhg_common import step_norm_estimate as _step_norm_estimate
@@ -349,6 +349,7 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
     caps = np.ascontiguousarray(problem.capacities)
     # the dual half-step; D has +1 at edges[:, 0] and -1 at edges[:, 1]
     sweep = EdgeSweep(graph.edges[:, 0], graph.edges[:, 1], penalty, caps, problem.n, problem.d)
+    nodes = NodeSweeps(problem.n, problem.d)  # the node-side updates around the loss's prox
     inv_deg = 1.0 / np.maximum(graph.degree, 1).astype(float)
     W, U = _warm_start_arrays(problem, warm_start)
     # a warm-start flow outside the capacities (e.g. from a larger lam, down to lam = 0 where
@@ -379,7 +380,7 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
         return np.where(decoupled, 1e8, (eta / (w * knorm)) * inv_deg), eta * w / (2.0 * knorm)
 
     tau, sigma = steps(omega)
-    tau_col = tau[:, None]
+    tau_col, inv_tau = tau[:, None], 1.0 / tau
 
     history = []
     restarts = 0
@@ -400,22 +401,24 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
 
     for iteration in range(1, max_iter + 1):
         # ---- one PDHG step T(z) = (W+, U+)
-        Wp = loss.prox_warm(W - tau_col * DtU, tau, Wp)
+        V = nodes.step(W, DtU, tau, tau_col)
+        Wp = loss.prox_warm(V, tau, Wp)
+        if np.may_share_memory(Wp, V):  # (V may be a kept buffer)
+            Wp = Wp.copy()
         a, b, rho = move_weights
-        edge_residual = sweep(move, U, Up, U0, sigma * (2.0 * Wp - W), sigma, DtUp, a, b, rho)
+        edge_residual = sweep(move, U, Up, U0, nodes.extrapolate(Wp, W, sigma), sigma, DtUp, a, b, rho)
 
         # ---- fixed-point residual ||z - T(z)||_P: restart test, and certificate trigger
         restart = False
         if k_in_epoch % restart_check == 0:
-            dW = W - Wp
-            diagonal = np.einsum("nd,nd->n", dW, dW) @ (1.0 / tau) + edge_residual / sigma
-            cross = 2.0 * float(np.vdot(dW, DtU - DtUp))
+            node_diagonal, cross = nodes.residual(W, Wp, inv_tau, DtU, DtUp)
+            diagonal = node_diagonal + edge_residual / sigma
             if knorm < 1.0 and cross > 0.98 * diagonal:
                 # the enlarged steps make the PDHG metric (nearly) indefinite along the
                 # trajectory: fall back to the always-safe preconditioned steps
                 knorm = 1.0
                 tau, sigma = steps(omega)
-                tau_col = tau[:, None]
+                tau_col, inv_tau = tau[:, None], 1.0 / tau
                 restart = True
                 step_fallbacks += 1
             r = math.sqrt(max(diagonal - cross, 0.0))
@@ -472,7 +475,7 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
             if best[0] <= tol:
                 status, message = Status.OPTIMAL, ""
                 break
-            if callback is not None and callback(IterationInfo(iteration, elapsed, Wp, cert.U, cert, omega, restarts)):
+            if callback is not None and callback(IterationInfo(iteration, elapsed, Wp.copy(), cert.U, cert, omega, restarts)):
                 status, message = Status.MAX_ITER, "stopped by callback"
                 break
             # otherwise geometrically spaced (about log(iterations) certificates in all); the
@@ -494,7 +497,7 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
                 if updated != omega:
                     omega = updated
                     tau, sigma = steps(omega)
-                    tau_col = tau[:, None]
+                    tau_col, inv_tau = tau[:, None], 1.0 / tau
             W, (DtU, DtUp) = Wp, (DtUp, DtU)
             W0 = W.copy()
             np.copyto(DtU0, DtU)
@@ -506,10 +509,8 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
             k_in_epoch += 1
             a = k_in_epoch / (k_in_epoch + 1.0)
             b = 1.0 - a
-            W = a * ((1.0 + reflection) * Wp - reflection * W) + b * W0
-            scal(-a * reflection, DtU)
-            axpy(DtUp, DtU, a * (1.0 + reflection))
-            axpy(DtU0, DtU, b)
+            W = nodes.halpern(Wp, W, W0, a, b, reflection)
+            nodes.halpern_inplace(DtUp, DtU, DtU0, a, b, reflection)
             move, move_weights = MOVE_HALPERN, (a, b, reflection)  # U <- a((1+rho) U+ - rho U) + b U0
         else:
             W, (DtU, DtUp) = Wp, (DtUp, DtU)
