@@ -408,6 +408,14 @@ class Graph:
         return D
 
     @cached_property
+    def end_columns(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(heads, tails)``: contiguous int64 copies of ``edges[:, 0]`` and ``edges[:, 1]`` (the
+        columns of the ``+1`` and the ``-1`` of each row of :attr:`incidence`), for compiled kernels."""
+        heads, tails = (np.ascontiguousarray(self.edges[:, k], dtype=np.int64) for k in (0, 1))
+        heads.flags.writeable = tails.flags.writeable = False
+        return heads, tails
+
+    @cached_property
     def degree(self) -> np.ndarray:
         """Number of edges at each node (unweighted degree), shape (n,)."""
         with allocation_guard(f"the degrees of a graph with n = {self.n} nodes"):

@@ -179,3 +179,36 @@ def test_node_sweeps_match_numpy():
     Wc = W.copy()
     assert compiled.halpern(Wp, Wc, W0, 0.6, 0.4, 0.9) is Wc
     assert compiled.halpern(Wp, Wp, W0, 0.6, 0.4, 0.9) is not Wp
+
+
+def test_compiled_incidence_products_match_the_sparse_ones(monkeypatch):
+    from gtvcvx.solvers._edge_kernels import differences, divergence
+
+    problem = make_problem("squared_error", "norm2", seed=6, sizes=(8, 7), d=3)
+    rng = np.random.default_rng(2)
+    W, U = rng.normal(size=(problem.n, 3)), rng.normal(size=(problem.n_edges, 3))
+    D = problem.graph.incidence
+    monkeypatch.setattr(jit, "MIN_ENTRIES", 0)
+    np.testing.assert_allclose(differences(problem.graph, W), D @ W, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(divergence(problem.graph, np.asfortranarray(U)), D.T @ U, rtol=0, atol=1e-13)
+
+
+def test_certificate_leaves_the_callers_flow_alone():
+    from gtvcvx.solvers.certificate import certify_pair
+
+    problem = make_problem("squared_error", "norm2", seed=6, sizes=(8, 7), d=3, lam=0.2)
+    U = np.random.default_rng(3).normal(size=(problem.n_edges, 3)) * 10.0  # far outside the capacities
+    kept = U.copy()
+    cert = certify_pair(problem, np.zeros((problem.n, 3)), U)
+    assert np.array_equal(U, kept) and cert.U is not U
+
+
+def test_squared_distance_kernel_matches_numpy(monkeypatch):
+    from gtvcvx.solvers._node_kernels import squared_distance
+
+    rng = np.random.default_rng(9)
+    A, B, w = rng.normal(size=(40, 3)), rng.normal(size=(40, 3)), rng.uniform(0.5, 2.0, size=40)
+    expected = (np.einsum("nd,nd->", A - B, A - B), np.einsum("nd,nd->n", A - B, A - B) @ w)
+    monkeypatch.setattr(jit, "MIN_ENTRIES", 0)
+    assert squared_distance(A, B) == pytest.approx(expected[0], rel=1e-13)
+    assert squared_distance(A, B, w) == pytest.approx(expected[1], rel=1e-13)

@@ -163,3 +163,20 @@ def test_too_long_steps_fall_back_safely(monkeypatch):
     result = g.solve(problem, tol=1e-8, method="halpern")
     assert result.info["step_fallbacks"] == 1 and result.info["step_norm"] == 1.0
     assert result.status == "optimal" and rel(result.primal, ref.primal) < 1e-7
+
+
+def test_callback_arrays_are_not_overwritten_by_later_checkpoints(monkeypatch):
+    """The loop keeps its buffers (flows, compiled node updates) across check-points; what a
+    callback is given stays as it was given."""
+    import gtvcvx._jit as jit
+
+    monkeypatch.setattr(jit, "MIN_ENTRIES", 0)  # the compiled node updates with their kept buffers too
+    problem = make_problem("squared_error", "norm2", seed=5, sizes=(6, 6), d=3, lam=0.2)
+    seen = []
+    g.solve(problem, tol=1e-9, method="halpern", check_every=5,
+            callback=lambda info: seen.append((info.W, info.W.copy(), info.U, info.U.copy(),
+                                               info.certificate.U, info.certificate.primal)))
+    assert len(seen) >= 3
+    for W, W_then, U, U_then, cert_U, primal in seen:
+        assert np.array_equal(W, W_then) and np.array_equal(U, U_then) and cert_U is U
+        assert problem.objective(W) == pytest.approx(primal, rel=1e-12)

@@ -41,7 +41,7 @@ import scipy.sparse as sp
 from .. import _jit
 from .._jit import njit
 
-__all__ = ["MOVE_NONE", "MOVE_HALPERN", "MOVE_RESTART", "PROJECTIONS", "EdgeSweep"]
+__all__ = ["MOVE_NONE", "MOVE_HALPERN", "MOVE_RESTART", "PROJECTIONS", "EdgeSweep", "differences", "divergence"]
 
 #: How :func:`edge_move` obtains the current flow ``z = U`` before the step.
 MOVE_NONE, MOVE_HALPERN, MOVE_RESTART = 0, 1, 2
@@ -244,6 +244,30 @@ class EdgeSweep:
         DtUp[...] = self._divergence @ Up
         diff = U - Up if self._counted_ids is None else U[self._counted_ids] - Up[self._counted_ids]
         return float(np.vdot(diff, diff))
+
+
+def differences(graph, W: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``D W`` (rows ``w_i - w_j``): a compiled gather on large graphs (into ``out`` if given, a
+    C-contiguous float64 array), the sparse product below ``gtvcvx._jit.MIN_ENTRIES`` flow entries."""
+    if graph.n_edges * W.shape[1] < _jit.MIN_ENTRIES:
+        return graph.incidence @ W
+    out = np.empty((graph.n_edges, W.shape[1])) if out is None else out
+    head, tail = graph.end_columns
+    _load()[1](np.ascontiguousarray(W, dtype=float), head, tail, out)
+    return out
+
+
+def divergence(graph, U: np.ndarray) -> np.ndarray:
+    """``D^T U`` (net flow out of every node): a compiled scatter-add on large graphs, the sparse
+    product below ``gtvcvx._jit.MIN_ENTRIES`` flow entries."""
+    if U.size < _jit.MIN_ENTRIES:
+        return graph.incidence.T @ U
+    out = np.empty((graph.n, U.shape[1]))
+    head, tail = graph.end_columns
+    U = np.ascontiguousarray(U, dtype=float)
+    none = np.zeros(0, np.int64)
+    _load()[3](U, U, head, tail, none, np.zeros(0, np.uint8), out, False)
+    return out
 
 
 @cache

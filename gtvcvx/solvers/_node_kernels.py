@@ -20,7 +20,7 @@ from .. import _jit
 from .._jit import njit
 from ._kernels import axpy, scal
 
-__all__ = ["NodeSweeps"]
+__all__ = ["NodeSweeps", "squared_distance"]
 
 
 def node_step(W, DtU, tau, out):
@@ -67,6 +67,33 @@ def node_halpern(out, Xp, X, X0, a, b, rho):
             out[i, k] = (keep * X[i, k] + gain * Xp[i, k]) + b * X0[i, k]
 
 
+def weighted_distance(A, B, weights):
+    """``sum_i weights_i ||a_i - b_i||^2`` (``weights`` empty: all 1)."""
+    m, d = A.shape
+    unweighted = weights.shape[0] == 0
+    total = 0.0
+    for i in range(m):
+        row = 0.0
+        for k in range(d):
+            r = A[i, k] - B[i, k]
+            row += r * r
+        total += row if unweighted else row * weights[i]
+    return total
+
+
+def squared_distance(A: np.ndarray, B: np.ndarray, weights: np.ndarray | None = None) -> float:
+    """``sum_i w_i ||a_i - b_i||^2`` over the rows of two equal-shape arrays (``w`` = 1 without
+    ``weights``): one compiled pass without temporaries on large arrays, NumPy below
+    ``gtvcvx._jit.MIN_ENTRIES`` entries."""
+    if A.size < _jit.MIN_ENTRIES:
+        diff = A - B
+        if weights is None:
+            return float(np.einsum("nd,nd->", diff, diff))
+        return float(np.einsum("nd,nd->n", diff, diff) @ weights)
+    none = np.zeros(0)
+    return float(_load()[4](A, B, none if weights is None else np.ascontiguousarray(weights, dtype=float)))
+
+
 class NodeSweeps:
     """The node-side updates of one solve, compiled or NumPy by size.
 
@@ -82,7 +109,7 @@ class NodeSweeps:
         self.compiled = n * d >= _jit.MIN_ENTRIES if compiled is None else bool(compiled)
         self._buffers = (np.empty((n, d)), np.empty((n, d))) if self.compiled else None
         if self.compiled:
-            self._step, self._extrapolate, self._residual, self._halpern = _load()
+            self._step, self._extrapolate, self._residual, self._halpern, _ = _load()
 
     def step(self, W, DtU, tau, tau_col):
         """``W - tau D^T U`` (a kept buffer when compiled: valid until the next call)."""
@@ -128,12 +155,15 @@ class NodeSweeps:
 
 @cache
 def _load():
-    """The four node kernels compiled by numba, their one specialization loaded now."""
-    kernels = njit(node_step, node_extrapolate, node_residual, node_halpern, purpose="the fast core's node kernels")
-    step, extrapolate, residual, halpern = kernels
+    """The node kernels compiled by numba, their specializations loaded now."""
+    kernels = njit(node_step, node_extrapolate, node_residual, node_halpern, weighted_distance,
+                   purpose="the fast core's node kernels")
+    step, extrapolate, residual, halpern, distance = kernels
     X, t = np.zeros((1, 1)), np.ones(1)
     step(X, X, t, X.copy())
     extrapolate(X, X, 1.0, X.copy())
     residual(X, X, t, X, X)
     halpern(X.copy(), X, X, X, 0.5, 0.5, 1.0)
+    distance(X, X, t)
+    distance(X, X, np.zeros(0))
     return kernels

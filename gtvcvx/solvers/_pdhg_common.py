@@ -11,6 +11,7 @@ import numpy as np
 
 from ..problem import GTVProblem
 from ..results import GTVResult
+from ._edge_kernels import differences, divergence
 from .certificate import Certificate
 
 __all__ = ["IterationInfo", "CHECK_SPACING", "step_norm_estimate", "warm_start_parts", "initial_primal_weight",
@@ -65,10 +66,9 @@ def step_norm_estimate(graph, iterations: int = 60, margin: float = 1.05) -> flo
         return 1.0
     deg = graph.degree.astype(float)
     scale = np.divide(1.0, np.sqrt(deg), out=np.zeros_like(deg), where=deg > 0)
-    D = graph.incidence
 
-    def apply(x):  # (I - S A S) x = S L S x with L = D^T D
-        return scale * (D.T @ (D @ (scale * x)))
+    def apply(x):  # (I - S A S) x = S L S x with L = D^T D (compiled on large graphs)
+        return scale * divergence(graph, differences(graph, (scale * x)[:, None]))[:, 0]
 
     x = np.random.default_rng(0).standard_normal(graph.n) * (deg > 0)
     theta = 0.0

@@ -23,7 +23,7 @@ from .._validation import check_positive_int, check_positive_number, check_time_
 from ..problem import GTVProblem
 from ..results import GTVResult, Status
 from ._edge_kernels import MOVE_HALPERN, MOVE_NONE, MOVE_RESTART, EdgeSweep
-from ._node_kernels import NodeSweeps
+from ._node_kernels import NodeSweeps, squared_distance
 from ._pdhg_common import CHECK_SPACING as _CHECK_SPACING
 from ._pdhg_common import IterationInfo, initial_primal_weight, uniqueness_note, warm_start_parts
 from ._pdhg_common import step_norm_estimate as _step_norm_estimate
@@ -357,7 +357,15 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
     U = penalty.project_conjugate_domain(U, caps) if problem.n_edges else U
     deadline = None if time_limit is None else t_start + float(time_limit)
     omega = initial_primal_weight(graph, W, U, primal_weight)
-    projector = FlowProjector(problem, max_iter=200)  # warm-started: work accumulates across check-points
+    # warm-started (work accumulates across check-points), its |E| x d arrays kept across them
+    projector = FlowProjector(problem, max_iter=200, keep_buffers=True)
+    best_flow = []  # the best certificate's flow, copied out of the projector's buffers (allocated once)
+
+    def kept(cert: Certificate) -> Certificate:
+        if not best_flow:
+            best_flow.append(np.empty_like(cert.U))
+        np.copyto(best_flow[0], cert.U)
+        return dataclasses.replace(cert, U=best_flow[0])
     check_min, check_fraction = _CHECK_SPACING["cheap" if projector.operator is None else "projection"]
     DtU = D.T @ U
     W0, U0, DtU0 = W.copy(), U.copy(), DtU.copy()
@@ -456,7 +464,7 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
                             "projection_iterations": cert.residuals["projection_iterations"],
                             "certificate_time": this_cert})
             if best is None or cert.rel_gap <= best[0]:  # ties (e.g. no finite bound yet): the latest
-                best = (cert.rel_gap, Wp.copy(), cert)
+                best = (cert.rel_gap, Wp.copy(), kept(cert))
             if tol < cert.rel_gap < _POLISH_BELOW and polish_on:
                 # the iterate's objective converges long before its flows when m_i < d: once the
                 # fused structure is the same at two check-points, try the exact cluster-reduced
@@ -475,7 +483,9 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
             if best[0] <= tol:
                 status, message = Status.OPTIMAL, ""
                 break
-            if callback is not None and callback(IterationInfo(iteration, elapsed, Wp.copy(), cert.U, cert, omega, restarts)):
+            shown = None if callback is None else dataclasses.replace(cert, U=cert.U.copy())  # (not a buffer)
+            if callback is not None and callback(IterationInfo(iteration, elapsed, Wp.copy(), shown.U, shown, omega,
+                                                               restarts)):
                 status, message = Status.MAX_ITER, "stopped by callback"
                 break
             # otherwise geometrically spaced (about log(iterations) certificates in all); the
@@ -491,8 +501,8 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
         # ---- next point: restart at T(z), Halpern step, or plain PDHG
         if method == "halpern" and restart:
             if adaptive_weight:
-                dx = math.sqrt(np.einsum("nd,nd->n", Wp - W0, Wp - W0) @ (1.0 / inv_deg))
-                dy = math.sqrt(2.0 * np.einsum("ed,ed->", Up - U0, Up - U0))
+                dx = math.sqrt(squared_distance(Wp, W0, 1.0 / inv_deg))
+                dy = math.sqrt(2.0 * squared_distance(Up, U0))
                 updated = updated_primal_weight(omega, dx, dy)
                 if updated != omega:
                     omega = updated
