@@ -366,3 +366,20 @@ def test_bad_input_path_and_lam_max():
         lam_max(np.ones((3, 2, 1)), graphs.chain(3))
     with pytest.raises(ValueError, match="points"):
         solve_clustering(pts[:, :1] * np.nan, 0.1, graphs.chain(6))
+
+
+def test_large_problems_snap_only_where_rounding_of_fused_centers_matters(monkeypatch):
+    """Above POLISH_ALWAYS_POINTS a snapping try (labels and a certificate, seconds at 10^6 points)
+    runs only where eps lam sum A_e max|a| is not negligible next to the gap budget."""
+    from gtvcvx.clustering import core
+
+    monkeypatch.setattr(core, "POLISH_ALWAYS_POINTS", 0)
+    pts = small_points(4, n=20, d=3)
+    huge = convex_clustering(pts, 1.65e9, k=5, tol=1e-7, solver="halpern")  # the case above: still snaps
+    assert huge.status == "optimal" and huge.gtv.info.get("polished")
+    ordinary, _ = clustering_problem(pts, 0.5, k=5)
+    polisher = core._Polisher(ordinary, 1e-7)
+    cert = g.solve(ordinary, tol=1e-7, method="halpern")
+    assert not polisher.worth_trying(cert)  # rounding ~1e-16 of the budget: no try
+    monkeypatch.setattr(core, "POLISH_ALWAYS_POINTS", 10_000)
+    assert polisher.worth_trying(cert)

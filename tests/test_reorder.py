@@ -103,3 +103,25 @@ def test_relabelling_is_deterministic(always_relabel):
     a = g.solve(problem, tol=1e-6, method="halpern")
     b = g.solve(problem, tol=1e-6, method="halpern")
     assert a.iterations == b.iterations and np.array_equal(a.W, b.W)
+
+
+@pytest.mark.parametrize("relabelled", [False, True])
+def test_a_callback_is_called_only_where_it_wants_to_be(monkeypatch, relabelled):
+    if relabelled:
+        monkeypatch.setattr(core, "locality_order", lambda problem: _reorder.locality_order(problem, force=True))
+    problem = shuffled_knn(n=120)
+    calls, asked = [], []
+
+    class Picky:
+        def wants(self, certificate):
+            asked.append(certificate.rel_gap)
+            return certificate.rel_gap < 1e-4
+
+        def __call__(self, info):
+            assert info.certificate.rel_gap < 1e-4
+            assert problem.objective(info.W) == pytest.approx(info.certificate.primal, rel=1e-12)
+            calls.append(info.iteration)
+
+    result = g.solve(problem, tol=1e-9, method="halpern", callback=Picky(), check_every=20)
+    assert result.status == "optimal"
+    assert len(asked) > len(calls) > 0 and min(asked) < 1e-4 < max(asked)

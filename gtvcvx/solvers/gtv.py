@@ -94,7 +94,9 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
         Start from a previous solution (``W`` and/or flows ``U``), e.g. along a path over lam.
     callback : callable, optional
         Called with an :class:`IterationInfo` at every certificate check-point; returning
-        ``True`` stops the run (status ``max_iter``, message "stopped by callback").
+        ``True`` stops the run (status ``max_iter``, message "stopped by callback"). A callback
+        with a ``wants(certificate)`` method is called only where that returns True (on large
+        graphs handing over the arrays costs a copy of the flows).
     method : {"auto", "halpern", "pdhg", "chain", "quadratic", "interior"}
         ``"auto"`` (default): ``"chain"`` or ``"quadratic"`` when the problem has their
         structure, else ``"interior"`` on small problems whose factorization stays cheap
@@ -325,8 +327,13 @@ def _solve(problem, tol, max_iter, time_limit, warm_start, callback, *options) -
     inner_callback = None
     if callback is not None:
         def inner_callback(info: IterationInfo):
-            return callback(dataclasses.replace(info, W=relabel.nodes_out(info.W), U=relabel.flows_out(info.U),
-                                                certificate=relabel.certificate_out(info.certificate)))
+            certificate = relabel.certificate_out(info.certificate)  # (new arrays: the loop's buffers stay its own)
+            U = certificate.U if info.U is info.certificate.U else relabel.flows_out(info.U)
+            return callback(dataclasses.replace(info, W=relabel.nodes_out(info.W), U=U, certificate=certificate))
+
+        inner_callback.copies_arrays = True
+        if hasattr(callback, "wants"):  # (primal and dual do not depend on the labels)
+            inner_callback.wants = callback.wants
     spent = time.perf_counter() - t_start
     left = None if time_limit is None else max(float(time_limit) - spent, 0.0)
     result = _iterate(relabel.problem, tol, max_iter, left, warm, inner_callback, *options)
@@ -483,9 +490,11 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
             if best[0] <= tol:
                 status, message = Status.OPTIMAL, ""
                 break
-            shown = None if callback is None else dataclasses.replace(cert, U=cert.U.copy())  # (not a buffer)
-            if callback is not None and callback(IterationInfo(iteration, elapsed, Wp.copy(), shown.U, shown, omega,
-                                                               restarts)):
+            call = callback is not None and (not hasattr(callback, "wants") or callback.wants(cert))
+            shown = cert
+            if call and not getattr(callback, "copies_arrays", False):
+                shown = dataclasses.replace(cert, U=cert.U.copy())  # (the flow is the projector's buffer)
+            if call and callback(IterationInfo(iteration, elapsed, Wp.copy(), shown.U, shown, omega, restarts)):
                 status, message = Status.MAX_ITER, "stopped by callback"
                 break
             # otherwise geometrically spaced (about log(iterations) certificates in all); the
