@@ -189,6 +189,12 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
     ``tol``, then a common scaling into the balls; :class:`~gtvcvx.solvers.certificate.FlowProjector`)
     and the gap is the sum of the node and edge Fenchel-Young terms, an upper bound on ``P(W^+) - P^*``.
 
+    On large graphs whose node rows outgrow the caches (``|E| d >= 2^22`` flow entries, ``n d``
+    beyond 16 MB) with labels far apart along the edges, the core iterates on a copy relabelled
+    by reverse Cuthill-McKee (:func:`~gtvcvx.solvers._reorder.locality_order`; ``W``, ``U``, the
+    per-node and per-edge gaps and everything a callback sees are in the caller's labels,
+    ``info["node_order"]`` says so): 10^6 points in 7-D, 10-NN, 0.93 -> 0.57 s per iteration.
+
     References
     ----------
     .. [1] Y. SarcheshmehPour, Y. Tian, L. Zhang, A. Jung, "Clustered federated learning via
