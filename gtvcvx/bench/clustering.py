@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 
 from ..progress import Progress
-from .harness import format_table, publish, ratio, run_isolated
+from .harness import format_table, measured, publish, ratio
 
 NAME = "clustering"
 HELP = ("convex clustering: SSNAL and the Halpern PDHG core vs CLARABEL/SCS on 500 points (k=10), then "
@@ -178,23 +178,14 @@ def _methods(args) -> list[str]:
     return methods
 
 
-def _measured(bar: Progress, label: str, *args, **kwargs):
-    """:func:`run_isolated` shown on the bench's progress bar (a heartbeat while it runs)."""
-    bar.start(label)
-    try:
-        return run_isolated(label, *args, **kwargs)
-    finally:
-        bar.advance()
-
-
 def _matched_part(args, n: int, bar: Progress) -> tuple[str, list[dict]]:
     spec = {"n": n, "d": 2, "k": 10, "lam": args.lam, "seed": 0}
-    runs = [_measured(bar, METHODS[m], build_blobs, spec, call_fast, {"tol": 1e-6, "method": m})
+    runs = [measured(bar, METHODS[m], build_blobs, spec, call_fast, {"tol": 1e-6, "method": m})
             for m in _methods(args)]
     n_fast = len(runs)
     if not args.skip_references:
         for solver in ("CLARABEL", "SCS"):
-            runs.append(_measured(bar, f"CVXPY+{solver}", build_blobs, spec, call_reference,
+            runs.append(measured(bar, f"CVXPY+{solver}", build_blobs, spec, call_reference,
                                   {"solver": solver, "time_limit": args.reference_time_limit},
                                   timeout=args.reference_time_limit * 2 + 600))
     values = [r.data["primal"] for r in runs if r.ok and math.isfinite(r.data.get("primal", float("nan")))]
@@ -231,7 +222,7 @@ def _scale_part(args, bar: Progress) -> tuple[str, list[dict]]:
     rows = []
     for n, d in _scale_grid(args):
         for method in _methods(args):
-            run = _measured(bar, f"{METHODS[method]} n={n} d={d}", build_blobs,
+            run = measured(bar, f"{METHODS[method]} n={n} d={d}", build_blobs,
                                {"n": n, "d": d, "k": 10, "lam": args.lam, "seed": 1}, call_fast,
                                {"tol": 1e-6, "time_limit": args.scale_time_limit, "method": method},
                                timeout=args.scale_time_limit * 2 + 600)
@@ -249,7 +240,7 @@ def _scale_part(args, bar: Progress) -> tuple[str, list[dict]]:
 def _million_part(args, bar: Progress) -> tuple[str, list[dict]]:
     n = 20_000 if args.quick else args.n_million
     d, k, tol = MILLION["d"], MILLION["k"], MILLION["tol"]
-    run = _measured(bar, f"Halpern PDHG n={n} d={d} tol={tol:g}", build_blobs_timed,
+    run = measured(bar, f"Halpern PDHG n={n} d={d} tol={tol:g}", build_blobs_timed,
                        {"n": n, "d": d, "k": k, "lam": args.lam, "seed": 1}, call_fast_timed,
                        {"tol": tol, "time_limit": args.scale_time_limit, "method": "halpern"},
                        timeout=args.scale_time_limit * 2 + 600)
@@ -265,7 +256,7 @@ def _million_part(args, bar: Progress) -> tuple[str, list[dict]]:
 
 def _compile_part(args, bar: Progress) -> tuple[str, list[dict]]:
     n = 100 if args.quick else 300
-    run = _measured(bar, f"compile complete n={n}", build_complete, {"n": n, "d": 2}, call_compile, {})
+    run = measured(bar, f"compile complete n={n}", build_complete, {"n": n, "d": 2}, call_compile, {})
     row = dict(run.data) if run.ok else {"error": run.error}
     row.update({"wall_s": run.wall, "peak_MiB": run.peak_mb})
     return format_table([row]), [row]

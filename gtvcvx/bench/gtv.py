@@ -16,7 +16,8 @@ import math
 from pathlib import Path
 
 
-from .harness import format_table, publish, ratio, run_isolated
+from ..progress import Progress
+from .harness import format_table, measured, publish, ratio
 
 NAME = "gtv"
 HELP = "GTV minimization: paper Table I instance vs CLARABEL/SCS, then scaling to 10^6 edges"
@@ -86,14 +87,13 @@ REFERENCES = (
 
 
 # ---------------------------------------------------------------------------------- parts
-def _paper_part(args, spec_path: str) -> tuple[str, list[dict]]:
-    runs = [run_isolated("fast", build_spec, {"path": spec_path}, call_fast, {"tol": 1e-6})]
+def _paper_part(args, spec_path: str, bar: Progress) -> tuple[str, list[dict]]:
+    runs = [measured(bar, "fast", build_spec, {"path": spec_path}, call_fast, {"tol": 1e-6})]
     if not args.skip_references:
         for label, solver, options in REFERENCES:
-            runs.append(run_isolated(label, build_spec, {"path": spec_path}, call_reference,
-                                     {"solver": solver, "time_limit": args.reference_time_limit,
-                                      "options": options},
-                                     timeout=args.reference_time_limit * 2 + 600))
+            runs.append(measured(bar, label, build_spec, {"path": spec_path}, call_reference,
+                                 {"solver": solver, "time_limit": args.reference_time_limit, "options": options},
+                                 timeout=args.reference_time_limit * 2 + 600))
     values = [r.data["primal"] for r in runs if r.ok and math.isfinite(r.data.get("primal", float("nan")))]
     best = min(values) if values else float("nan")
     fast = runs[0]
@@ -127,15 +127,18 @@ def _ratio_lines(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _scale_part(args) -> tuple[str, list[dict]]:
+def _scale_sizes(args) -> list[int]:
     sizes = [10_000, 100_000, 1_000_000] if not args.quick else [2_000, 10_000]
-    sizes = [e for e in sizes if e <= args.max_edges]
+    return [e for e in sizes if e <= args.max_edges]
+
+
+def _scale_part(args, bar: Progress) -> tuple[str, list[dict]]:
     rows = []
-    for n_edges in sizes:
+    for n_edges in _scale_sizes(args):
         n_nodes = max(1000, n_edges // 10)
-        run = run_isolated(f"fast |E|~{n_edges}", build_sbm,
-                           {"n_nodes": n_nodes, "n_edges": n_edges, "d": 10, "seed": 0},
-                           call_fast, {"tol": 1e-4, "time_limit": 600.0})
+        run = measured(bar, f"fast |E|~{n_edges}", build_sbm,
+                       {"n_nodes": n_nodes, "n_edges": n_edges, "d": 10, "seed": 0},
+                       call_fast, {"tol": 1e-4, "time_limit": 600.0})
         d = run.data
         rows.append({"target_edges": n_edges, "n": d.get("n"), "n_edges": d.get("n_edges"), "d": d.get("d"),
                      "status": d.get("status") if run.ok else run.error, "rel_gap": d.get("rel_gap"),
@@ -151,7 +154,13 @@ def run(args) -> int:
         spec_path = str(PAPER_SPEC.parents[1] / "quick" / "sbm_nlasso.toml")
     sections = ["## GTV minimization (`gtvcvx bench gtv`)", ""]
     rows_all = []
-    paper_md, paper_rows = _paper_part(args, spec_path)
+    bar = Progress(1 + (0 if args.skip_references else len(REFERENCES))
+                   + (0 if args.skip_scale else len(_scale_sizes(args))))
+    try:
+        paper_md, paper_rows = _paper_part(args, spec_path, bar)
+        scale_md, scale_rows = ("", []) if args.skip_scale else _scale_part(args, bar)
+    finally:
+        bar.close()
     sections += [f"### Paper instance: `{Path(spec_path).relative_to(PAPER_SPEC.parents[2])}`", "",
                  "Fast core to certified relative gap 1e-6; CVXPY+CLARABEL at its defaults; CVXPY+SCS at "
                  "eps 1e-7 (gtvcvx's reference setting, needed for 1e-6 agreement) and at SCS's default 1e-4. "
@@ -164,7 +173,6 @@ def run(args) -> int:
         r["part"] = "paper"
     rows_all += paper_rows
     if not args.skip_scale:
-        scale_md, scale_rows = _scale_part(args)
         sections += ["### Scaling: fast core, SBM graphs, d = 10, m_i = 20, lam = 0.05, to relative gap 1e-4", "",
                      scale_md, ""]
         for r in scale_rows:

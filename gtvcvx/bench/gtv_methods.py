@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from .gtv import PAPER_SPEC, build_spec
-from .harness import format_table, publish, run_isolated
+from ..progress import Progress
+from .harness import format_table, measured, publish
 
 NAME = "gtv-methods"
 HELP = "fast-core ablation on the Table I instance: restarts, reflection, primal weight, plain Algorithm 1"
@@ -43,9 +44,15 @@ def call_variant(problem, tol: float, max_iter: int, options: dict):
 def run(args) -> int:
     spec_path = PAPER_SPEC if not args.quick else PAPER_SPEC.parents[1] / "quick" / "sbm_nlasso.toml"
     rows = []
-    for label, options in VARIANTS:
-        run_ = run_isolated(label, build_spec, {"path": str(spec_path)}, call_variant,
-                            {"tol": args.tol, "max_iter": args.max_iter, "options": options})
+    bar = Progress(len(VARIANTS))
+    runs = []
+    try:
+        for label, options in VARIANTS:
+            runs.append(measured(bar, label, build_spec, {"path": str(spec_path)}, call_variant,
+                                 {"tol": args.tol, "max_iter": args.max_iter, "options": options}))
+    finally:
+        bar.close()
+    for (label, options), run_ in zip(VARIANTS, runs):
         d = run_.data
         rows.append({"variant": label, "options": ", ".join(f"{k}={v!r}" for k, v in options.items()) or "-",
                      "status": d.get("status") if run_.ok else run_.error, "iterations": d.get("iterations"),

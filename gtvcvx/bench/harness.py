@@ -91,6 +91,17 @@ def run_isolated(label: str, builder, builder_kwargs: dict, call, call_kwargs: d
     return Run(label, True, message["wall"], message["peak_mb"], message["baseline_mb"], message["data"])
 
 
+def measured(bar, label: str, builder, builder_kwargs: dict, call, call_kwargs: dict | None = None,
+             timeout: float | None = None) -> Run:
+    """:func:`run_isolated` as one step of a :class:`gtvcvx.progress.Progress` bar (its label shown,
+    with the bar's heartbeat and estimate, while the run takes)."""
+    bar.start(label)
+    try:
+        return run_isolated(label, builder, builder_kwargs, call, call_kwargs, timeout=timeout)
+    finally:
+        bar.advance()
+
+
 def ratio(slow: float, fast: float) -> float:
     """``slow / fast`` (``nan`` if either is missing)."""
     try:

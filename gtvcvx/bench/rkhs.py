@@ -15,7 +15,8 @@ import time
 import numpy as np
 
 from . import _rkhs_svc
-from .harness import format_table, ratio, run_isolated, write_bench_report
+from ..progress import Progress
+from .harness import format_table, measured, ratio, write_bench_report
 
 NAME = "rkhs"
 HELP = "kernel-sparse RKHS dual (N = 900, ~3000 atoms): fast core vs CVXPY+CLARABEL and CVXPY+SCS"
@@ -112,13 +113,16 @@ def run(args) -> int:
                                                              "time_limit": args.pdhg_time}))
     started = time.strftime("%Y-%m-%d %H:%M")
     runs = []
-    for label, call, call_kw in plan:
-        print(f"[bench rkhs] {label} ...", flush=True)
-        r = run_isolated(label, build_instance, kw, call, call_kw, timeout=args.timeout)
-        runs.append(r)
-        d = r.data
-        print(f"[bench rkhs]   {'ok' if r.ok else 'FAILED ' + r.error} wall={r.wall:.2f}s peak={r.peak_mb:.0f}MiB "
-              f"status={d.get('status')} dual={d.get('dual')} rel_gap={d.get('rel_gap')}", flush=True)
+    bar = Progress(len(plan))
+    try:
+        for label, call, call_kw in plan:
+            r = measured(bar, label, build_instance, kw, call, call_kw, timeout=args.timeout)
+            runs.append(r)
+            d = r.data
+            bar.note(f"[bench rkhs] {label}: {'ok' if r.ok else 'FAILED ' + r.error} wall={r.wall:.2f}s "
+                     f"peak={r.peak_mb:.0f}MiB status={d.get('status')} dual={d.get('dual')} rel_gap={d.get('rel_gap')}")
+    finally:
+        bar.close()
     duals = [r.data.get("dual", float("nan")) for r in runs if r.ok]
     finite = [v for v in duals if np.isfinite(v)]
     best = max(finite) if finite else float("nan")
