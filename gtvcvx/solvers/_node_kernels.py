@@ -5,7 +5,8 @@ extrapolated point ``sigma (2 W^+ - W)``, every few iterations the fixed-point r
 terms, and the Halpern move of ``W`` and of ``D^T U``. Written with NumPy these are about
 fifteen passes over ``n x d`` arrays, most of them freshly allocated temporaries (page faults on
 every allocation): on 10^6 points in 7-D (56 MB per array) they took ~0.27 s of a 0.55 s
-iteration. :class:`NodeSweeps` runs each as one compiled pass into kept buffers when the arrays
+iteration. :class:`NodeSweeps` runs each as one compiled pass (the Halpern moves by the edge
+kernels' :func:`~gtvcvx.solvers._edge_kernels.edge_move`, the same formula row by row) into kept buffers when the arrays
 are large (``n d >= gtvcvx._jit.MIN_ENTRIES``), and as the original NumPy expressions below that
 (small problems keep their exact arithmetic).
 """
@@ -18,6 +19,8 @@ import numpy as np
 
 from .. import _jit
 from .._jit import njit
+from ._edge_kernels import MOVE_HALPERN
+from ._edge_kernels import _load as _edge_kernels
 from ._kernels import axpy, scal
 
 __all__ = ["NodeSweeps", "squared_distance"]
@@ -57,30 +60,6 @@ def node_residual(W, Wp, inv_tau, DtU, DtUp):
     return diagonal, 2.0 * cross
 
 
-def node_halpern(out, Xp, X, X0, a, b, rho):
-    """``out <- a ((1 + rho) X+ - rho X) + b X0`` (``out`` may be ``X``)."""
-    n, d = X.shape
-    gain = a * (1.0 + rho)
-    keep = -a * rho
-    for i in range(n):
-        for k in range(d):
-            out[i, k] = (keep * X[i, k] + gain * Xp[i, k]) + b * X0[i, k]
-
-
-def weighted_distance(A, B, weights):
-    """``sum_i weights_i ||a_i - b_i||^2`` (``weights`` empty: all 1)."""
-    m, d = A.shape
-    unweighted = weights.shape[0] == 0
-    total = 0.0
-    for i in range(m):
-        row = 0.0
-        for k in range(d):
-            r = A[i, k] - B[i, k]
-            row += r * r
-        total += row if unweighted else row * weights[i]
-    return total
-
-
 def squared_distance(A: np.ndarray, B: np.ndarray, weights: np.ndarray | None = None) -> float:
     """``sum_i w_i ||a_i - b_i||^2`` over the rows of two equal-shape arrays (``w`` = 1 without
     ``weights``): one compiled pass without temporaries on large arrays, NumPy below
@@ -90,8 +69,8 @@ def squared_distance(A: np.ndarray, B: np.ndarray, weights: np.ndarray | None = 
         if weights is None:
             return float(np.einsum("nd,nd->", diff, diff))
         return float(np.einsum("nd,nd->n", diff, diff) @ weights)
-    none = np.zeros(0)
-    return float(_load()[4](A, B, none if weights is None else np.ascontiguousarray(weights, dtype=float)))
+    weights = np.ones(A.shape[0]) if weights is None else np.ascontiguousarray(weights, dtype=float)
+    return float(_load()[2](A, B, weights, A, A)[0])  # node_residual's diagonal (its cross term is 0)
 
 
 class NodeSweeps:
@@ -109,7 +88,8 @@ class NodeSweeps:
         self.compiled = n * d >= _jit.MIN_ENTRIES if compiled is None else bool(compiled)
         self._buffers = (np.empty((n, d)), np.empty((n, d))) if self.compiled else None
         if self.compiled:
-            self._step, self._extrapolate, self._residual, self._halpern, _ = _load()
+            self._step, self._extrapolate, self._residual = _load()
+            self._move = _edge_kernels()[0]  # edge_move: the same Halpern formula, row by row
 
     def step(self, W, DtU, tau, tau_col):
         """``W - tau D^T U`` (a kept buffer when compiled: valid until the next call)."""
@@ -139,8 +119,8 @@ class NodeSweeps:
         buffer when compiled and ``W`` is neither ``W+`` nor ``W0``)."""
         if not self.compiled:
             return a * ((1.0 + rho) * Wp - rho * W) + b * W0
-        out = W if (W is not Wp and W is not W0) else np.empty_like(W)
-        self._halpern(out, Wp, W, W0, a, b, rho)
+        out = W if (W is not Wp and W is not W0) else W.copy()
+        self._move(MOVE_HALPERN, a, b, rho, out, Wp, W0)
         return out
 
     def halpern_inplace(self, Xp, X, X0, a: float, b: float, rho: float) -> None:
@@ -150,20 +130,16 @@ class NodeSweeps:
             axpy(Xp, X, a * (1.0 + rho))
             axpy(X0, X, b)
             return
-        self._halpern(X, Xp, X, X0, a, b, rho)
+        self._move(MOVE_HALPERN, a, b, rho, X, Xp, X0)
 
 
 @cache
 def _load():
     """The node kernels compiled by numba, their specializations loaded now."""
-    kernels = njit(node_step, node_extrapolate, node_residual, node_halpern, weighted_distance,
-                   purpose="the fast core's node kernels")
-    step, extrapolate, residual, halpern, distance = kernels
+    kernels = njit(node_step, node_extrapolate, node_residual, purpose="the fast core's node kernels")
+    step, extrapolate, residual = kernels
     X, t = np.zeros((1, 1)), np.ones(1)
     step(X, X, t, X.copy())
     extrapolate(X, X, 1.0, X.copy())
     residual(X, X, t, X, X)
-    halpern(X.copy(), X, X, X, 0.5, 0.5, 1.0)
-    distance(X, X, t)
-    distance(X, X, np.zeros(0))
     return kernels
