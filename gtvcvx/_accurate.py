@@ -127,7 +127,7 @@ def gathered_residuals_dot2(y, X, W, rows, *, sign: float = -1.0) -> np.ndarray:
         X = np.ldexp(X, -shift[0])
         W = np.ldexp(W, -shift[1])
         out = np.ldexp(out, -(shift[0] + shift[1]))
-    huge = float(np.abs(X).max(initial=0.0)) > _SPLIT_LIMIT or float(np.abs(W).max(initial=0.0)) > _SPLIT_LIMIT
+    huge = _abs_max(X) > _SPLIT_LIMIT or _abs_max(W) > _SPLIT_LIMIT
     with np.errstate(over="ignore", invalid="ignore"):
         W_hi, W_lo = _split(W)
         for start in range(0, M, _BLOCK):  # blocks of samples, not a per-sample loop
@@ -155,11 +155,19 @@ def gathered_residuals_dot2(y, X, W, rows, *, sign: float = -1.0) -> np.ndarray:
     return out
 
 
+def _abs_max(a: np.ndarray) -> float:
+    """``max |a|`` (0 for an empty array, NaN if ``a`` holds one) without an ``|a|`` temporary: at
+    2e7 x 10 samples each temporary cost ~1.2 s of page faults per certificate."""
+    if a.size == 0:
+        return 0.0
+    return float(np.maximum(a.max(), -a.min()))
+
+
 def _overflow_shift(X, W, y):
     """Binary exponents ``(kx, kw)`` that keep ``X 2^-kx``, ``W 2^-kw`` within the splitter's
     range and their row products and sums with ``y 2^-(kx+kw)`` finite; ``None`` if not needed."""
     def log2max(a):
-        m = float(np.abs(a).max(initial=0.0))
+        m = _abs_max(a)
         return np.log2(m) if m > 0 else -np.inf
 
     lx, lw, ly = log2max(X), log2max(W), log2max(y)

@@ -212,3 +212,13 @@ def test_squared_distance_kernel_matches_numpy(monkeypatch):
     monkeypatch.setattr(jit, "MIN_ENTRIES", 0)
     assert squared_distance(A, B) == pytest.approx(expected[0], rel=1e-13)
     assert squared_distance(A, B, w) == pytest.approx(expected[1], rel=1e-13)
+
+
+def test_gradient_kernel_matches_numpy(monkeypatch):
+    problem = make_problem("squared_error", "norm2", seed=4, sizes=(20, 20), d=5, m=None)  # mixed m_i, empty nodes
+    loss = problem.loss
+    W = np.random.default_rng(3).normal(size=(loss.n, loss.d))
+    monkeypatch.setattr(jit, "MIN_ENTRIES", 1 << 60)
+    expected = loss.gradient(W)
+    monkeypatch.setattr(jit, "MIN_ENTRIES", 0)
+    np.testing.assert_array_equal(loss.gradient(W + 0.0), expected)  # same sums, same order

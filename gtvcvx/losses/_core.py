@@ -624,6 +624,10 @@ class SquaredError(_DesignLoss):
         W = self._check_W(W)
         res = self._sample_residuals(W)
         coef = np.divide(-2.0, self.counts, out=np.zeros(self.n), where=self.counts > 0)
+        if self.X_all.size >= _jit.MIN_ENTRIES:  # one pass, no (M, d) temporary
+            node = np.ascontiguousarray(self.node_of_sample, dtype=np.int64)
+            sums = _compiled.load()["node_weighted_sums"](self.X_all, res, node, np.empty((self.n, self.d)))
+            return coef[:, None] * sums
         return coef[:, None] * self._node_sums(self.X_all * res[:, None])
 
     def prox(self, V, step, *, warm_start=None) -> np.ndarray:
