@@ -283,4 +283,8 @@ def _load():
     gather(X, ends[:1], ends[1:], U)
     project(U, U.copy(), np.ones(1), 1.0, 1, np.zeros(0, np.uint8))
     scatter(U, U.copy(), ends[:1], ends[1:], none, np.zeros(0, np.uint8), X.copy(), False)
+    fixed = ends.copy()  # the read-only ends of Graph.end_columns are another numba type
+    fixed.flags.writeable = False
+    gather(X, fixed[:1], fixed[1:], U)
+    scatter(U, U.copy(), fixed[:1], fixed[1:], none, np.zeros(0, np.uint8), X.copy(), False)
     return kernels

@@ -361,7 +361,7 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
     D = graph.incidence
     caps = np.ascontiguousarray(problem.capacities)
     # the dual half-step; D has +1 at edges[:, 0] and -1 at edges[:, 1]
-    sweep = EdgeSweep(graph.edges[:, 0], graph.edges[:, 1], penalty, caps, problem.n, problem.d)
+    sweep = EdgeSweep(*graph.end_columns, penalty, caps, problem.n, problem.d)  # (no copies of the ends)
     nodes = NodeSweeps(problem.n, problem.d)  # the node-side updates around the loss's prox
     inv_deg = 1.0 / np.maximum(graph.degree, 1).astype(float)
     W, U = _warm_start_arrays(problem, warm_start)
