@@ -70,3 +70,18 @@ def test_get_penalty_names():
     assert isinstance(get_penalty("mocha"), g.SquaredNorm2)
     with pytest.raises(ValueError, match="unknown penalty 'l3'"):
         get_penalty("l3")
+
+
+@pytest.mark.parametrize("pen", PENALTIES + [g.GroupNorm2([0, 0, 1]),
+                                             g.QuadraticForm([[2.0, 0.3, 0.0], [0.3, 1.0, 0.0], [0.0, 0.0, 0.5]])],
+                         ids=lambda p: p.name)
+def test_project_conjugate_domain_into_a_kept_buffer(pen):
+    rng = np.random.default_rng(8)
+    U = rng.normal(size=(12, 3)) * 5.0
+    scale = np.r_[rng.uniform(0.1, 2.0, size=10), 0.0, 0.0]  # two edges without capacity
+    kept, fresh = U.copy(), pen.project_conjugate_domain(U, scale)
+    buffer = np.full_like(U, np.nan)
+    assert pen.project_conjugate_domain(U, scale, out=buffer) is buffer
+    np.testing.assert_array_equal(buffer, fresh)
+    np.testing.assert_array_equal(U, kept)  # the input is never modified
+    assert fresh is not U and np.abs(fresh - U).max() > 0  # something was projected

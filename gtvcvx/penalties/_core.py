@@ -106,12 +106,18 @@ class Penalty(ABC):
         U, scale = _rows(U, "U", scale)
         return self._prox_conjugate(U.copy(), _edge_step(step, U.shape[0]), scale)
 
-    def project_conjugate_domain(self, U, scale) -> np.ndarray:
-        """Projection of every ``u_e`` onto the domain of the conjugate."""
+    def project_conjugate_domain(self, U, scale, out: np.ndarray | None = None) -> np.ndarray:
+        """Projection of every ``u_e`` onto the domain of the conjugate (a new array, or ``out``:
+        a float64 array of ``U``'s shape, e.g. a buffer kept across calls)."""
         U, scale = _rows(U, "U", scale)
+        if out is None:
+            out = U.copy()
+        else:
+            np.copyto(out, U)
         if self.is_norm:
-            return self._prox_conjugate(U.copy(), 1.0, scale)
-        return np.where(scale[:, None] > 0, U, 0.0)
+            return self._prox_conjugate(out, 1.0, scale)
+        out[~(scale > 0)] = 0.0
+        return out
 
     def dual_norms(self, U) -> np.ndarray:
         """Row-wise dual norm ``||u_e||_*`` (the capacity usage for norm penalties)."""

@@ -561,16 +561,11 @@ class FlowProjector:
         scale_tol = max(float(scale_tol), ROUND_SCALE_TOL)
         # into the capacity balls first: a caller's huge entry cannot set any scale below
         U = np.asarray(U, dtype=float)
-        kept = self.buffer(("flow", slot), U.shape) if problem.penalty.is_norm else None
-        if kept is None:
-            U = problem.penalty.project_conjugate_domain(U, problem.capacities)
-        else:  # (what project_conjugate_domain does for a norm, in the kept buffer)
-            np.copyto(kept, problem.check_U(U))
-            U = problem.penalty._prox_conjugate(kept, 1.0, problem.capacities)
+        # (a new array or the kept buffer: the caller's U is not modified)
+        U = problem.penalty.project_conjugate_domain(U, problem.capacities, out=self.buffer(("flow", slot), U.shape))
         if self.support is not None:
             U[~self.support] = 0.0  # always feasible; the residual allowance then ignores these edges
         bound = float(self.node_bound.max(initial=0.0))
-        # (project_conjugate_domain returned a new array: the caller's U is not modified)
         out = FeasibleFlow(U=U, scale=bound if np.isfinite(bound) else problem.flow_scale(U))
         if problem.n_edges == 0:
             return out

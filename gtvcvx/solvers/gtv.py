@@ -372,13 +372,13 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
     omega = initial_primal_weight(graph, W, U, primal_weight)
     # warm-started (work accumulates across check-points), its |E| x d arrays kept across them
     projector = FlowProjector(problem, max_iter=200, keep_buffers=True)
-    best_flow = []  # the best certificate's flow, copied out of the projector's buffers (allocated once)
 
     def kept(cert: Certificate) -> Certificate:
-        if not best_flow:
-            best_flow.append(np.empty_like(cert.U))
-        np.copyto(best_flow[0], cert.U)
-        return dataclasses.replace(cert, U=best_flow[0])
+        """The certificate with its flow copied out of the projector's pass buffers, into one
+        kept for the best certificate (allocated once)."""
+        best_flow = projector.buffer("best flow", cert.U.shape)
+        np.copyto(best_flow, cert.U)
+        return dataclasses.replace(cert, U=best_flow)
     check_min, check_fraction = _CHECK_SPACING["cheap" if projector.operator is None else "projection"]
     DtU = D.T @ U
     W0, U0, DtU0 = W.copy(), U.copy(), DtU.copy()
