@@ -36,8 +36,10 @@ def client():
 
 
 def _polish_off(monkeypatch):
-    # the single-process solver's active-set polish is a global solve the dask backend does not run
+    # the single-process solver's active-set polish is a global solve the dask backend does not
+    # run, nor does its projection restrict corrections to the faces of the capacity balls
     monkeypatch.setattr(gtvcvx.solvers.gtv, "polish_applies", lambda problem: False)
+    monkeypatch.setattr(certificate, "CORRECT_ON_FACES", False)
 
 
 @pytest.mark.parametrize("penalty", [gtvcvx.Norm2(), gtvcvx.Norm1(), gtvcvx.SquaredNorm2()])

@@ -149,3 +149,30 @@ def test_certify_pair_names_a_bad_tol(wide):
     for bad in (0.0, -1e-6, float("nan"), "1e-6"):
         with pytest.raises(ValueError, match="tol must be a positive number or None"):
             certify_pair(problem, W, U, tol=bad)
+
+
+@pytest.mark.parametrize(("penalty", "iterations", "factor"), [("norm2", 500, 0.1), ("norm1", 1500, 0.5)])
+def test_corrections_along_the_faces_certify_what_the_iterate_achieved(penalty, iterations, factor, monkeypatch):
+    """Near the optimum, flows at capacity must stay aligned with the differences: a correction
+    normal to a face costs the edge terms to first order, one along it to second order only.
+    Issue 15 item 1: on the bench bank's florentine families / diabetes / nLasso row (15 nodes,
+    3 samples each, d = 11: every node rank-deficient) the unrestricted correction stalled at
+    3e-6 while the iterate's true gap reached 7e-10."""
+    from gtvcvx.bench.real import build
+
+    problem = build("florentine_families", "diabetes", penalty, 3, 0.05, 0)
+    optimum = solve_primal(problem, "CLARABEL", **TIGHT).primal
+    seen = []  # the core's iterates (W, U) as it certifies them: U straight from the dual update
+    real = g.solvers.gtv.certify_pair
+    monkeypatch.setattr(g.solvers.gtv, "certify_pair", lambda p, W, U, **kw: seen.append((W, U)) or real(p, W, U, **kw))
+    g.solve(problem, tol=1e-15, max_iter=iterations, method="halpern")
+    W, U = seen[-1]
+    true_gap = problem.objective(W) - optimum
+    gaps = {}
+    for faces in (True, False):
+        monkeypatch.setattr(certificate, "CORRECT_ON_FACES", faces)
+        cert = certify_pair(problem, W, U)
+        assert cert.gap >= true_gap - 1e-12 * (1 + abs(optimum))  # honest either way
+        gaps[faces] = cert.gap
+    assert gaps[True] <= factor * gaps[False]
+    assert gaps[True] <= 10.0 * max(true_gap, 1e-12 * (1 + abs(optimum)))

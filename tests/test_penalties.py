@@ -85,3 +85,29 @@ def test_project_conjugate_domain_into_a_kept_buffer(pen):
     np.testing.assert_array_equal(buffer, fresh)
     np.testing.assert_array_equal(U, kept)  # the input is never modified
     assert fresh is not U and np.abs(fresh - U).max() > 0  # something was projected
+
+
+@pytest.mark.parametrize("pen", [g.Norm2(), g.Norm1(), g.GroupNorm2([0, 0, 1])], ids=lambda p: p.name)
+def test_face_tangent_is_the_projection_onto_the_active_faces(pen):
+    rng = np.random.default_rng(9)
+    scale = rng.uniform(0.5, 2.0, size=12)
+    U = pen.project_conjugate_domain(rng.normal(size=(12, 3)) * 3.0, scale)  # most rows on a face
+    U[:3] *= 0.5  # three rows strictly inside their balls
+    tangent = pen.face_tangent(U, scale)
+    delta = rng.normal(size=U.shape)
+    moved = tangent(delta)
+    np.testing.assert_allclose(tangent(moved), moved, atol=1e-12)  # a projection ...
+    other = rng.normal(size=U.shape)
+    assert np.vdot(tangent(other), delta) == pytest.approx(np.vdot(other, moved))  # ... orthogonal
+    np.testing.assert_array_equal(moved[:3], delta[:3])  # rows inside their balls are free
+    assert np.abs(moved - delta).max() > 0.1  # rows on a face are restricted
+    # along a face, the dual norm grows only to second order: ||u + t d||_* = c + O(t^2)
+    for t in (1e-3, 1e-4):
+        excess = pen.dual_norms(U[3:] + t * moved[3:]) - pen.dual_norms(U[3:])
+        assert excess.max() <= 10.0 * t * t * (1.0 + np.abs(moved).max() ** 2)
+
+
+def test_face_tangent_without_faces():
+    U = np.ones((4, 3)) * 0.1
+    assert g.Norm2().face_tangent(U, np.ones(4)) is None  # nothing at capacity
+    assert g.SquaredNorm2().face_tangent(U, np.ones(4)) is None  # not a norm: no balls

@@ -43,6 +43,9 @@ __all__ = ["Penalty", "Norm2", "Norm1", "SquaredNorm2", "CAPACITY_RTOL", "PENALT
 
 #: Relative tolerance when testing ``||u_e||_* <= c_e``.
 CAPACITY_RTOL = 1e-9
+#: A flow whose dual norm is within this fraction of its capacity lies on the ball's face
+#: (:meth:`Penalty.face_tangent`).
+FACE_RTOL = 1e-6
 
 
 def _rows(Z, name, scale):
@@ -223,6 +226,29 @@ class Penalty(ABC):
     def _subgradient_flow(self, Z, scale, cut):
         raise NotImplementedError(f"{type(self).__name__} does not declare its subgradient flow")
 
+    def face_tangent(self, U, scale, rtol: float = FACE_RTOL):
+        """The projection onto the faces of the capacity balls that the flow ``U`` lies on.
+
+        Returns a map ``Delta -> Delta'`` (|E| x d arrays) that removes from every row the
+        components normal to the active constraints of ``c_e phi^*(u_e / c_e)`` at ``u_e`` (those
+        with the dual norm within ``rtol`` of ``c_e``), or None (not a norm, or no face is
+        active): a correction in that subspace changes the edge terms ``c_e phi(z_e) -
+        <z_e, u_e>`` only to second order where ``u_e`` is aligned with ``z_e``.
+
+        Notes
+        -----
+        Used by the certificate's conservation correction
+        (:class:`gtvcvx.solvers.certificate.FlowProjector`): where ``u_e`` is at capacity and
+        ``Delta_e`` is tangent, ``||u_e + Delta_e||_* = c_e + O(||Delta_e||^2)``.
+        """
+        if not self.is_norm:
+            return None
+        U, scale = _rows(U, "U", scale)
+        return self._face_tangent(U, scale, float(rtol))
+
+    def _face_tangent(self, U, scale, rtol):
+        return None  # no face geometry declared: corrections stay unrestricted
+
     def check_dimension(self, d: int) -> None:
         """Raise ValueError when the penalty cannot act on differences in ``R^d`` (parametrized
         penalties fix their dimension; the plain norms act on every ``d``)."""
@@ -281,6 +307,14 @@ class Norm2(Penalty):
         U = np.zeros_like(Z)
         U[active] = scale[active, None] * Z[active] / norms[active, None]
         return U, np.repeat(~active[:, None], Z.shape[1], axis=1)
+
+    def _face_tangent(self, U, scale, rtol):
+        norms = np.sqrt(_rowdot(U, U))
+        active = (norms >= scale * (1.0 - rtol)) & (norms > 0)
+        if not active.any():
+            return None
+        normals = np.divide(U, norms[:, None], out=np.zeros_like(U), where=active[:, None])
+        return lambda delta: delta - normals * _rowdot(normals, delta)[:, None]
 
     def _dual_norms(self, U):
         return np.sqrt(_rowdot(U, U))
@@ -345,6 +379,12 @@ class Norm1(Penalty):
     def _subgradient_flow(self, Z, scale, cut):
         active = np.abs(Z) > cut
         return np.where(active, scale[:, None] * np.sign(Z), 0.0), ~active
+
+    def _face_tangent(self, U, scale, rtol):
+        free = ~((np.abs(U) >= (scale * (1.0 - rtol))[:, None]) & (U != 0))
+        if free.all():
+            return None
+        return lambda delta: delta * free
 
     def _dual_norms(self, U):
         return np.abs(U).max(axis=1, initial=0.0)

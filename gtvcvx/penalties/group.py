@@ -92,6 +92,15 @@ class GroupNorm2(Penalty):
         factor = np.divide(scale[:, None], norms, out=np.zeros_like(norms), where=active)
         return Z * factor[:, self.labels], ~active[:, self.labels]
 
+    def _face_tangent(self, U, scale, rtol):
+        norms = self._group_norms(U)
+        active = (norms >= (scale * (1.0 - rtol))[:, None]) & (norms > 0)
+        if not active.any():
+            return None
+        inverse = np.divide(1.0, norms, out=np.zeros_like(norms), where=active)
+        normals = U * inverse[:, self.labels]
+        return lambda delta: delta - normals * ((normals * delta) @ self._members)[:, self.labels]
+
     def _dual_norms(self, U):
         return self._group_norms(U).max(axis=1, initial=0.0)
 
