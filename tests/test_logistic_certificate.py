@@ -41,7 +41,58 @@ def test_a_shallow_projection_leaves_the_l1_row_uncertified(monkeypatch):
     rescued = certify_pair(problem, W, U)
     assert rescued.rel_gap < 1e-8
     monkeypatch.setattr(certificate, "FACTOR_MAX_UNKNOWNS", 0)  # conjugate gradients only
+    anchored = certify_pair(problem, W, U)  # the flow anchored at W's gradients does not need it
+    assert anchored.rel_gap < 1e-8 and "gradients at W" in anchored.message
+    monkeypatch.setattr(certificate, "ANCHORED_MAX_ENTRIES", 0)  # nor that
     shallow = certify_pair(problem, W, U)
     assert shallow.rel_gap > 0.5 and "zero flow" in shallow.message  # one node's residual was 6e-13
     stuck = g.solve(problem, tol=1e-7, max_iter=3000)
     assert str(stuck.status) == "max_iter" and stuck.rel_gap > 0.5
+
+
+def test_a_flow_anchored_at_the_gradients_certifies_what_the_iterate_achieved(monkeypatch):
+    """Issue 15 item 1, the bank's florentine families / breast cancer / nLasso row: one sample's
+    optimal dual is sigmoid(mu) ~ 4e-13, so flows corrected in the capacity metric leave the
+    logistic conjugate's domain until they are that accurate (the core certified at iteration
+    1,234; the true gap was 4e-7 at 425). Moved in the Hessian metric (``anchored_flow``) the
+    samples' duals stay in [0, 1]."""
+    import numpy as np
+
+    from gtvcvx.bench import real
+
+    problem = real.build("florentine_families", "breast_cancer", "norm2", 3, 0.05, seed=0)
+    optimum = solve_primal(problem, "CLARABEL", tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10).primal
+    seen = []  # the core's iterates as it certifies them
+    solver = g.solvers.gtv
+    real_certify = solver.certify_pair
+    monkeypatch.setattr(solver, "certify_pair", lambda p, W, U, **kw: seen.append((W, U)) or real_certify(p, W, U, **kw))
+    g.solve(problem, tol=1e-15, max_iter=425, method="halpern")
+    W, U = seen[-1]
+    true_gap = problem.objective(W) - optimum
+    assert 1e-8 < true_gap < 1e-5  # an iterate, not an optimum
+    anchored = certify_pair(problem, W, U)
+    assert "gradients at W" in anchored.message
+    assert true_gap - 1e-10 <= anchored.gap <= 10.0 * true_gap
+    monkeypatch.setattr(certificate, "ANCHORED_MAX_ENTRIES", 0)  # without it: the zero flow
+    without = certify_pair(problem, W, U)
+    assert "zero flow" in without.message and without.rel_gap > 0.5 and np.isfinite(without.gap)
+
+
+def test_node_hessians_are_the_gradients_derivative():
+    import numpy as np
+
+    rng = np.random.default_rng(4)
+    X = [rng.normal(size=(m, 4)) for m in (3, 6, 0, 2)]  # m_i < d, m_i > d, no data
+    y = [np.sign(rng.normal(size=len(x))) for x in X]
+    loss = g.Logistic(X, y, d=4)
+    W = rng.normal(size=(4, 4))
+    hessians = loss.node_hessians(W)
+    step = 1e-6
+    for k in range(4):
+        move = np.zeros((4, 4))
+        move[:, k] = step
+        column = (loss.gradient(W + move) - loss.gradient(W - move)) / (2 * step)
+        np.testing.assert_allclose(hessians[:, :, k], column, atol=1e-9)
+    assert not hessians[2].any()
+    with pytest.raises(g.capabilities.CapabilityError, match="node_hessians"):
+        g.SquaredError(X[:2], y[:2], d=4).node_hessians(W[:2])

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from .._accurate import gathered_residuals_dot2
 from .._validation import MAX_ELEMENTS, as_float_array, as_index_array, check_memory, check_positive_int
-from ..capabilities import registrar
+from ..capabilities import CapabilityError, optional, registrar
 from .. import _jit
 from . import _compiled
 
@@ -202,6 +202,17 @@ class Loss(ABC):
         """The linear constraints of ``dom L_i^*``: ``None`` (full domain everywhere) or a
         :class:`LinearDomain` with an orthonormal basis of each node's subspace."""
         return None
+
+    @optional
+    def node_hessians(self, W) -> np.ndarray:
+        """``grad^2 L_i(w_i)`` for every node, shape (n, d, d) (smooth losses).
+
+        The certificate moves node duals in this metric where a flow leaves a bounded conjugate
+        domain (:func:`gtvcvx.solvers.certificate.anchored_flow`): for a sum over samples the
+        move of each sample's dual is then scaled by its own curvature, so samples near the
+        domain's boundary barely move.
+        """
+        raise CapabilityError(f"loss '{self.name}' does not provide node_hessians")
 
     def range_bound(self, value_bound: float) -> np.ndarray:
         """Bounds ``B_i >= ||B_i^T w_i||`` for every ``w_i`` with ``L_i(w_i) <= value_bound``.
@@ -755,6 +766,16 @@ class Logistic(_DesignLoss):
         hess_w = np.where(mask, p * (1.0 - p), 0.0) * inv_m[:, None]
         Xt = np.swapaxes(Xp, 1, 2)
         return np.matmul(Xt, grad_w[:, :, None])[:, :, 0], np.matmul(Xt * hess_w[:, None, :], Xp)
+
+    def node_hessians(self, W) -> np.ndarray:
+        """``(1/m) X^T diag(s (1 - s)) X`` per node with ``s_k = sigmoid(-y_k x_k^T w)``, (n, d, d)
+        (zero for nodes without data), assembled in each node's row space."""
+        W = self._check_W(W)
+        if self.y_all.size == 0:
+            return np.zeros((self.n, self.d, self.d))
+        check_memory(8.0 * self.n * self.d * self.d, f"the {self.name} node Hessians ({self.n} x {self.d} x {self.d})")
+        _, hess = self._grad_hess_coords(self._coords(W), self._padded)
+        return np.matmul(np.matmul(self.Q, hess), self._Qt)
 
     def _sample_logits(self, W) -> np.ndarray:
         """``mu_k = -y_k x_k^T w_{i(k)}`` from the raw data (doubled-precision dot products)."""
