@@ -222,12 +222,14 @@ class _ConservationOperator:
         rounding level: measured on a 5-NN graph (120 nodes, d = 3, m_i = 1), either diverged
         (residuals 1e-9 -> 14, corrections of 1.3 where ~1e-5 solve it to ``atol`` in 40 steps):
         near the optimum, flows at capacity on edges about to fuse leave the restricted system
-        nearly singular. A singular restricted system can also overflow CG (measured: a logistic
+        nearly singular. At most ``CG_BEFORE_FACTOR`` steps (the unrestricted system is factorized
+        after that many; the digits 5-NN graph's restricted one was at 1.6e-2 of a 3e-12 target after
+        1,000 steps). A singular restricted system can also overflow CG (measured: a logistic
         tree with the l1 penalty, most coordinates frozen, at the 1e-14 target): then the
         residual returned is ``inf`` (the caller falls back to the unrestricted correction)."""
         with np.errstate(all="ignore"):
-            Y, iterations, residual = conjugate_gradient(self.gram, B, atol=atol, max_iter=max_iter, x0=Y0,
-                                                         deadline=deadline)
+            Y, iterations, residual = conjugate_gradient(self.gram, B, atol=atol, max_iter=min(max_iter, CG_BEFORE_FACTOR),
+                                                         x0=Y0, deadline=deadline)
         if not (np.isfinite(residual) and np.isfinite(Y).all()):
             return np.zeros_like(B), iterations, np.inf
         return Y, iterations, residual
@@ -651,6 +653,11 @@ class FlowProjector:
                         # directions on a tree) or nearly so (huge): then the unrestricted one, if
                         # its common capacity scale is better, for this and the later rounds
                         face_alpha = self._common_scale(corrected)[0]
+                        if residual > target:
+                            # unsolved within CG_BEFORE_FACTOR steps: ill-conditioned by the
+                            # capacities (digits k-NN graphs: 1e-16..0.024), which do not change
+                            # during a run, so the projector stops trying
+                            self.on_faces = False
                         if residual > target or (round_ == 0 and face_alpha < 1.0 - FACE_SCALE_TOL):
                             plain, more, _ = self._correct(out.U, B, round_, None, target, deadline)
                             iterations += more
