@@ -500,7 +500,14 @@ class FlowProjector:
        ``(I - Q_i Q_i^T)(D^T U')_i = 0`` at the constrained nodes: the correction of least
        capacity-weighted norm ``sum_e ||Delta_e||^2 / c_e`` (see ``_ConservationOperator``), by
        conjugate gradients in node space. Across a run the first solve starts from the previous
-       ``y`` (the flows change little between check-points), so the work is amortized.
+       ``y`` (the flows change little between check-points), so the work is amortized. On edges
+       whose flow is at capacity the correction is restricted to the face of the ball
+       (:meth:`~gtvcvx.penalties.Penalty.face_tangent`, :data:`CORRECT_ON_FACES`): near the
+       optimum ``u_e`` is aligned with ``z_e``, and a correction across the face costs the edge
+       term ``c_e phi(z_e) - <z_e, u_e>`` to first order, one along it to second order (the bank's
+       florentine / diabetes / nLasso row: certified 3e-6 -> 8e-10 at a true gap of 7e-10). The
+       unrestricted correction serves where the restricted one is unsolvable or fits the
+       capacities worse (:data:`FACE_SCALE_TOL`).
     2. If a flow touching a constrained node now exceeds its capacity, the flows are projected
        onto the capacity balls and step 1 repeats: alternating projections between two convex
        sets in the same (capacity-weighted) metric, which approach a flow in both. At most
