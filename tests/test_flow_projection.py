@@ -198,3 +198,24 @@ def test_faces_are_dropped_where_capacities_leave_them_unsolvable(monkeypatch):
     monkeypatch.setattr(certificate, "CORRECT_ON_FACES", False)
     plain = certify_pair(problem, W, U)
     assert tried.gap == pytest.approx(plain.gap, rel=1e-9)
+
+
+def test_in_a_run_faces_start_once_the_gap_nears_tol(monkeypatch):
+    """A step along faces sweeps |E| x d arrays (the unrestricted one the node Laplacian): in a run
+    the projector uses them from the check-point after one within FACES_WITHIN of tol."""
+    from gtvcvx.bench.real import build
+
+    problem = build("florentine_families", "diabetes", "norm2", 3, 0.05, 0)
+    result = g.solve(problem, tol=1e-15, max_iter=300, method="halpern")
+    W, U = result.W, problem.penalty.project_conjugate_domain(result.U * 2.0, problem.capacities)  # on faces
+    calls = []
+    real = g.Norm2.face_tangent
+    monkeypatch.setattr(g.Norm2, "face_tangent", lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
+    projector = certificate.FlowProjector(problem)
+    first = certify_pair(problem, W, U, projector=projector, tol=1e-9)
+    assert not calls and projector.last_rel_gap == first.rel_gap > certificate.FACES_WITHIN * 1e-9
+    certify_pair(problem, W, U, projector=projector, tol=first.rel_gap)  # now within the factor
+    assert calls
+    calls.clear()
+    certify_pair(problem, W, U)  # a one-off certificate: always
+    assert calls
