@@ -507,7 +507,8 @@ class FlowProjector:
        term ``c_e phi(z_e) - <z_e, u_e>`` to first order, one along it to second order (the bank's
        florentine / diabetes / nLasso row: certified 3e-6 -> 8e-10 at a true gap of 7e-10). The
        unrestricted correction serves where the restricted one is unsolvable or fits the
-       capacities worse (:data:`FACE_SCALE_TOL`).
+       capacities worse (:data:`FACE_SCALE_TOL`); in a run the restriction starts near ``tol``
+       (:data:`FACES_WITHIN`: its CG steps cost more).
     2. If a flow touching a constrained node now exceeds its capacity, the flows are projected
        onto the capacity balls and step 1 repeats: alternating projections between two convex
        sets in the same (capacity-weighted) metric, which approach a flow in both. At most
