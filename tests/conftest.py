@@ -42,3 +42,20 @@ def make_problem(loss="squared_error", penalty="norm2", *, seed=0, sizes=(4, 4),
 @pytest.fixture
 def problem_factory():
     return make_problem
+
+
+@pytest.fixture
+def core_iterate(monkeypatch):
+    """``(problem, max_iter) -> (W, U)``: the fast core's last iterate as it certified it (``U``
+    straight from the dual update, before any projection), after ``max_iter`` Halpern iterations
+    with a tolerance it cannot reach."""
+    def run(problem, max_iter):
+        seen = []
+        real = g.solvers.gtv.certify_pair
+        with monkeypatch.context() as patch:
+            patch.setattr(g.solvers.gtv, "certify_pair",
+                          lambda p, W, U, **kw: seen.append((W, U)) or real(p, W, U, **kw))
+            g.solve(problem, tol=1e-15, max_iter=max_iter, method="halpern")
+        return seen[-1]
+
+    return run

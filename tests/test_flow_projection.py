@@ -152,7 +152,8 @@ def test_certify_pair_names_a_bad_tol(wide):
 
 
 @pytest.mark.parametrize(("penalty", "iterations", "factor"), [("norm2", 500, 0.1), ("norm1", 1500, 0.5)])
-def test_corrections_along_the_faces_certify_what_the_iterate_achieved(penalty, iterations, factor, monkeypatch):
+def test_corrections_along_the_faces_certify_what_the_iterate_achieved(penalty, iterations, factor, monkeypatch,
+                                                                        core_iterate):
     """Near the optimum, flows at capacity must stay aligned with the differences: a correction
     normal to a face costs the edge terms to first order, one along it to second order only.
     Issue 15 item 1: on the bench bank's florentine families / diabetes / nLasso row (15 nodes,
@@ -162,11 +163,7 @@ def test_corrections_along_the_faces_certify_what_the_iterate_achieved(penalty, 
 
     problem = build("florentine_families", "diabetes", penalty, 3, 0.05, 0)
     optimum = solve_primal(problem, "CLARABEL", **TIGHT).primal
-    seen = []  # the core's iterates (W, U) as it certifies them: U straight from the dual update
-    real = g.solvers.gtv.certify_pair
-    monkeypatch.setattr(g.solvers.gtv, "certify_pair", lambda p, W, U, **kw: seen.append((W, U)) or real(p, W, U, **kw))
-    g.solve(problem, tol=1e-15, max_iter=iterations, method="halpern")
-    W, U = seen[-1]
+    W, U = core_iterate(problem, iterations)
     true_gap = problem.objective(W) - optimum
     gaps = {}
     for faces in (True, False):
@@ -178,7 +175,7 @@ def test_corrections_along_the_faces_certify_what_the_iterate_achieved(penalty, 
     assert gaps[True] <= 10.0 * max(true_gap, 1e-12 * (1 + abs(optimum)))
 
 
-def test_faces_are_dropped_where_capacities_leave_them_unsolvable(monkeypatch):
+def test_faces_are_dropped_where_capacities_leave_them_unsolvable(monkeypatch, core_iterate):
     """On the digits 5-NN graph (capacities 1e-16..0.024 relative) conjugate gradients on the
     restricted system stall (1.6e-2 of a 3e-12 target after 1,000 steps): the projector falls
     back to the unrestricted correction, with the same certificate, and stops trying for the
@@ -186,11 +183,7 @@ def test_faces_are_dropped_where_capacities_leave_them_unsolvable(monkeypatch):
     from gtvcvx.bench.real import build
 
     problem = build("digits_5nn", "digits", "norm2", 1, 0.05, 0)
-    seen = []
-    real = g.solvers.gtv.certify_pair
-    monkeypatch.setattr(g.solvers.gtv, "certify_pair", lambda p, W, U, **kw: seen.append((W, U)) or real(p, W, U, **kw))
-    g.solve(problem, tol=1e-15, max_iter=300, method="halpern")
-    W, U = seen[-1]
+    W, U = core_iterate(problem, 300)
     projector = certificate.FlowProjector(problem)
     assert problem.penalty.face_tangent(U, problem.capacities) is not None  # flows on faces
     tried = certify_pair(problem, W, U, projector=projector)

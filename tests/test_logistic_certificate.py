@@ -50,7 +50,7 @@ def test_a_shallow_projection_leaves_the_l1_row_uncertified(monkeypatch):
     assert str(stuck.status) == "max_iter" and stuck.rel_gap > 0.5
 
 
-def test_a_flow_anchored_at_the_gradients_certifies_what_the_iterate_achieved(monkeypatch):
+def test_a_flow_anchored_at_the_gradients_certifies_what_the_iterate_achieved(monkeypatch, core_iterate):
     """Issue 15 item 1, the bank's florentine families / breast cancer / nLasso row: one sample's
     optimal dual is sigmoid(mu) ~ 4e-13, so flows corrected in the capacity metric leave the
     logistic conjugate's domain until they are that accurate (the core certified at iteration
@@ -62,12 +62,7 @@ def test_a_flow_anchored_at_the_gradients_certifies_what_the_iterate_achieved(mo
 
     problem = real.build("florentine_families", "breast_cancer", "norm2", 3, 0.05, seed=0)
     optimum = solve_primal(problem, "CLARABEL", tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10).primal
-    seen = []  # the core's iterates as it certifies them
-    solver = g.solvers.gtv
-    real_certify = solver.certify_pair
-    monkeypatch.setattr(solver, "certify_pair", lambda p, W, U, **kw: seen.append((W, U)) or real_certify(p, W, U, **kw))
-    g.solve(problem, tol=1e-15, max_iter=425, method="halpern")
-    W, U = seen[-1]
+    W, U = core_iterate(problem, 425)
     true_gap = problem.objective(W) - optimum
     assert 1e-8 < true_gap < 1e-5  # an iterate, not an optimum
     anchored = certify_pair(problem, W, U)
