@@ -601,10 +601,13 @@ class FlowProjector:
             iterations += more
         return corrected, iterations, residual
 
-    def _common_scale(self, U) -> tuple[float, np.ndarray]:
-        """``(alpha, usage)``: the scale of step 3 for the coupled edges and every edge's dual norm."""
+    def _common_scale(self, U, coupled_only: bool = True) -> tuple[float, np.ndarray]:
+        """``(alpha, usage)``: the scale of step 3 for the coupled edges (``coupled_only=False``:
+        for all edges) and every edge's dual norm."""
         usage = self.problem.penalty._dual_norms(U)
-        over = (usage > self.problem.capacities) & self.coupled_edges
+        over = usage > self.problem.capacities
+        if coupled_only:
+            over &= self.coupled_edges
         with np.errstate(divide="ignore", invalid="ignore"):
             alpha = float(np.min(np.where(over, self.problem.capacities / usage, 1.0))) if over.any() else 1.0
         return alpha, usage
@@ -896,9 +899,7 @@ def anchored_flow(problem: GTVProblem, W, U, projector: FlowProjector,
     if not np.isfinite(lam).all():
         return None
     flow = U0 + edge_move(lam)
-    usage = penalty._dual_norms(flow)
-    over = usage > caps
-    alpha = float(np.min(caps[over] / usage[over])) if over.any() else 1.0
+    alpha = projector._common_scale(flow, coupled_only=False)[0]
     flow *= alpha
     bound = float(projector.node_bound.max(initial=0.0))
     return FeasibleFlow(U=flow, scale=bound if np.isfinite(bound) else problem.flow_scale(flow),
