@@ -74,6 +74,34 @@ def test_solve_picks_the_chain_solver_and_agrees_with_clarabel(penalty, d, cuts)
     assert abs(problem.dual_objective(result.U) - result.primal) <= 1e-12 * (1 + abs(result.primal))
 
 
+@pytest.mark.parametrize("d", [1, 3])
+def test_a_chain_in_node_order_takes_the_natural_path_and_agrees_with_the_general_walk(d):
+    rng = np.random.default_rng(10 + d)
+    n = 60
+    points = np.cumsum(rng.normal(size=(n, d)), axis=0)
+    natural = g.graphs.chain(n, weights=rng.uniform(0.2, 2.0, n - 1))
+    plan = chain_plan(g.GTVProblem(natural, g.SquaredDistance(points), g.Norm1(), 0.7))
+    assert plan.natural and plan.n_paths == 1 and np.array_equal(plan.order, np.arange(n))
+    # the same graph with its nodes relabelled by a permutation, solved by the general walk
+    perm = rng.permutation(n)
+    inverse = np.argsort(perm)
+    shuffled = g.Graph.from_edges(n, inverse[natural.edges], natural.weights)
+    results = []
+    for graph, data in ((natural, points), (shuffled, points[perm])):
+        problem = g.GTVProblem(graph, g.SquaredDistance(data), g.Norm1(), 0.7)
+        assert chain_plan(problem).natural is (graph is natural)
+        results.append(solve_chain(problem, tol=1e-12))
+    assert all(r.status == "optimal" and r.rel_gap <= 1e-13 for r in results)
+    assert np.allclose(results[0].W, results[1].W[inverse], rtol=0, atol=1e-12)
+    assert abs(results[0].primal - results[1].primal) <= 1e-12 * (1 + abs(results[0].primal))
+    # not natural: a chain whose edges are in node order but one is missing, or a single node
+    cut = g.Graph.from_edges(n, np.delete(natural.edges, 5, axis=0))
+    assert not chain_plan(g.GTVProblem(cut, g.SquaredDistance(points), g.Norm1(), 0.7)).natural
+    single = g.GTVProblem(g.Graph.from_edges(1, np.zeros((0, 2), dtype=int)), g.SquaredDistance(points[:1]),
+                          g.Norm1(), 0.7)
+    assert chain_plan(single).natural and np.allclose(solve_chain(single).W, points[:1])
+
+
 def test_chain_certificate_is_honest_for_a_suboptimal_W():
     rng = np.random.default_rng(3)
     graph = _shuffled_paths(rng, 40)

@@ -26,13 +26,28 @@ __all__ = ["compiled"]
 def path_order(n, edges):
     """Order the nodes of a graph whose components are all paths.
 
-    Returns ``(ok, order, starts, step_edge)``: ``order`` lists the nodes path after path (each
+    Returns ``(ok, natural, order, starts, step_edge)``: ``order`` lists the nodes path after path (each
     from one end to the other), ``starts[p]`` is where path ``p`` begins in ``order`` (with
     ``starts[-1] = n``), ``step_edge[k]`` is the edge joining ``order[k]`` and ``order[k + 1]``
     (``-1`` at the end of a path). ``ok`` is False when a node has degree > 2 or a component
-    is a cycle (then the other outputs are meaningless).
+    is a cycle (then the other outputs are meaningless). ``natural`` is True for a chain already
+    in node order (edge ``k`` joins ``k`` and ``k + 1``: a signal's samples), recognised in one
+    sequential pass; then ``order`` and ``step_edge`` are ranges.
     """
     m = edges.shape[0]
+    if m == n - 1:
+        natural = True
+        for e in range(m):
+            if edges[e, 0] != e or edges[e, 1] != e + 1:
+                natural = False
+                break
+        if natural:
+            step_edge = np.arange(n, dtype=np.int64)
+            step_edge[n - 1] = -1
+            starts = np.empty(2, np.int64)
+            starts[0] = 0
+            starts[1] = n
+            return True, True, np.arange(n, dtype=np.int64), starts, step_edge
     degree = np.zeros(n, np.int64)
     nbr = np.full((n, 2), -1, np.int64)
     nbr_edge = np.full((n, 2), -1, np.int64)
@@ -40,7 +55,7 @@ def path_order(n, edges):
         for side in range(2):
             v = edges[e, side]
             if degree[v] >= 2:
-                return False, np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64)
+                return False, False, np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64)
             nbr[v, degree[v]] = edges[e, 1 - side]
             nbr_edge[v, degree[v]] = e
             degree[v] += 1
@@ -71,7 +86,7 @@ def path_order(n, edges):
             cur = nxt
     starts[n_paths] = pos
     # a component in which every node has degree 2 is a cycle: none of its nodes was reached
-    return pos == n, order, starts[:n_paths + 1].copy(), step_edge
+    return pos == n, False, order, starts[:n_paths + 1].copy(), step_edge
 
 
 def tv1d_paths(Yt, weight, lam, starts, out):

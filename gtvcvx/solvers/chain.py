@@ -46,11 +46,15 @@ class ChainPlan:
         Where each path begins in ``order`` (``starts[-1] = n``).
     step_edge : ndarray of int64, shape (n,)
         The edge joining ``order[k]`` and ``order[k + 1]`` (``-1`` at the end of a path).
+    natural : bool
+        One path in node order whose edge ``k`` joins ``k`` and ``k + 1`` (``order`` and
+        ``step_edge`` are ranges): the solver then works on the data in place, without gathers.
     """
 
     order: np.ndarray
     starts: np.ndarray
     step_edge: np.ndarray
+    natural: bool = False
 
     @property
     def n_paths(self) -> int:
@@ -78,16 +82,26 @@ def chain_plan(problem: GTVProblem) -> ChainPlan | None:
     if chain_refusal(problem):
         return None
     path_order, _, _ = compiled()
-    ok, order, starts, step_edge = path_order(problem.graph.n, np.ascontiguousarray(problem.graph.edges))
-    return ChainPlan(order, starts, step_edge) if ok else None
+    ok, natural, order, starts, step_edge = path_order(problem.graph.n, np.ascontiguousarray(problem.graph.edges))
+    if not ok:
+        return None
+    return ChainPlan(order, starts, step_edge, natural)
 
 
 def _step_capacities(problem: GTVProblem, plan: ChainPlan) -> np.ndarray:
     """``c_e`` of the edge after every path position (0 at the end of a path)."""
     lam = np.zeros(problem.n)
+    if plan.natural:
+        lam[:-1] = problem.capacities
+        return lam
     has_step = plan.step_edge >= 0
     lam[has_step] = problem.capacities[plan.step_edge[has_step]]
     return lam
+
+
+def _path_major(A: np.ndarray, plan: ChainPlan) -> np.ndarray:
+    """The n x d array ``A`` as d x n rows in path order, C-contiguous (a view when possible)."""
+    return np.ascontiguousarray((A if plan.natural else A[plan.order]).T)
 
 
 def _stationary_flows(problem: GTVProblem, W, plan: ChainPlan, lam: np.ndarray | None = None) -> np.ndarray:
@@ -101,10 +115,12 @@ def _stationary_flows(problem: GTVProblem, W, plan: ChainPlan, lam: np.ndarray |
     _, _, path_flows = compiled()
     order, step_edge = plan.order, plan.step_edge
     lam = _step_capacities(problem, plan) if lam is None else lam
-    Gt = np.ascontiguousarray(problem.loss.gradient(W)[order].T)
-    Bt = np.ascontiguousarray(W[order].T)
+    Gt = _path_major(problem.loss.gradient(W), plan)
+    Bt = _path_major(W, plan)
     Ft = np.zeros_like(Bt)
     path_flows(Gt, Bt, lam, plan.starts, Ft)
+    if plan.natural:  # edge k runs from node k (+1 in D) to k + 1: U_e = F_e
+        return np.ascontiguousarray(Ft[:, :-1].T)
     pos = np.flatnonzero(step_edge >= 0)
     sign = np.where(order[pos] < order[pos + 1], 1.0, -1.0)
     U = np.empty((problem.n_edges, W.shape[1]))
@@ -170,14 +186,17 @@ def solve_chain(problem: GTVProblem, tol: float = 1e-6, *, plan: ChainPlan | Non
     # TV commutes with shifts: centering each coordinate keeps the knots' arithmetic at the
     # scale of the differences, not of the data (points near 1e8 lose 8 digits otherwise)
     center = 0.5 * (points.max(axis=0) + points.min(axis=0))
-    Yt = np.ascontiguousarray((points - center)[order].T)
+    Yt = _path_major(points - center, plan)
     lam = _step_capacities(problem, plan)
     out = np.empty_like(Yt)
     setup_time = time.perf_counter() - t_start
     t_solve = time.perf_counter()
     tv1d_paths(Yt, np.full(problem.n, 2.0), lam, plan.starts, out)
-    W = np.empty_like(points)
-    W[order] = out.T
+    if plan.natural:
+        W = np.ascontiguousarray(out.T)
+    else:
+        W = np.empty_like(points)
+        W[order] = out.T
     W += center
     U = _stationary_flows(problem, W, plan, lam)
     cert = certify_pair(problem, W, U)
