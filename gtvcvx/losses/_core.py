@@ -214,6 +214,20 @@ class Loss(ABC):
         """
         raise CapabilityError(f"loss '{self.name}' does not provide node_hessians")
 
+    @optional
+    def node_anchor(self, W, V):
+        """Node duals in the conjugate's domain near ``V`` and a metric to move them in, ``(G, H)``.
+
+        ``G`` (n, d) is a dual point of every node, exactly in ``dom L_i^*`` (represented from
+        the raw data) and built from the primal ``W`` and the flow's node duals ``V``; ``H``
+        (n, d, d) is positive semidefinite, and ``G_i + H_i lambda`` stays in the domain for
+        moderate ``lambda``: it moves each sample's dual in proportion to its room inside the
+        domain. The certificate routes a flow through the graph in this metric
+        (:func:`gtvcvx.solvers.certificate.anchored_flow`) where a flow corrected in any other
+        leaves a bounded domain (or pays for a residual it cannot avoid).
+        """
+        raise CapabilityError(f"loss '{self.name}' does not provide node_anchor")
+
     def range_bound(self, value_bound: float) -> np.ndarray:
         """Bounds ``B_i >= ||B_i^T w_i||`` for every ``w_i`` with ``L_i(w_i) <= value_bound``.
 
@@ -776,6 +790,11 @@ class Logistic(_DesignLoss):
         check_memory(8.0 * self.n * self.d * self.d, f"the {self.name} node Hessians ({self.n} x {self.d} x {self.d})")
         _, hess = self._grad_hess_coords(self._coords(W), self._padded)
         return np.matmul(np.matmul(self.Q, hess), self._Qt)
+
+    def node_anchor(self, W, V):
+        """The gradients and :meth:`node_hessians` at ``W`` (``V`` is not needed: every
+        ``sigmoid`` lies strictly inside ``[0, 1]``, and ``s (1 - s)`` is each sample's room)."""
+        return self.gradient(W), self.node_hessians(W)
 
     def _sample_logits(self, W) -> np.ndarray:
         """``mu_k = -y_k x_k^T w_{i(k)}`` from the raw data (doubled-precision dot products)."""

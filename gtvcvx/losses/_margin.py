@@ -22,6 +22,7 @@ from abc import abstractmethod
 
 import numpy as np
 
+from .._validation import check_memory
 from ._core import _DesignLoss, _as_step, _domain_limit
 
 __all__ = ["MarginLoss"]
@@ -227,6 +228,38 @@ class MarginLoss(_DesignLoss):
         per_sample = self._fenchel_young(u, self.y_all, a) / self.counts[self.node_of_sample]
         terms = self._node_sums(np.maximum(per_sample, 0.0))
         return np.where(self.has_data, terms, 0.0), V - self._represented(a)
+
+    def node_anchor(self, W, V):
+        """``G_i = (1/m) X_i^T a`` with ``a`` in the box representing ``v_i`` as closely as
+        :meth:`_dual_point` finds, and ``H_i = (1/m) X_i^T diag(rho) X_i`` with
+        ``rho_k = (a_k - lo_k)(hi_k - a_k) / (hi_k - lo_k)`` each sample's room in its box.
+
+        Notes
+        -----
+        ``G_i + H_i lambda`` is represented by ``a + rho * (X_i lambda)``: a sample at a bound of
+        its box (``rho_k = 0``; the hinge of a sample off its kink) keeps its dual exactly, the
+        others move in proportion to their room and stay in the box while ``|x_k^T lambda| < 1``;
+        as ``lo <= 0 <= hi``, scaling ``a`` by ``alpha in [0, 1]`` keeps it there. This is the
+        analogue of the logistic Hessian ``s (1 - s)`` for a loss whose Hessian is zero almost
+        everywhere.
+        """
+        W = self._check_W(W)
+        V = self._check_W(V, "V")
+        d = self.d
+        check_memory(8.0 * self.n * d * d, f"the {self.name} node metrics ({self.n} x {d} x {d})")
+        if self.y_all.size == 0:
+            return np.zeros((self.n, d)), np.zeros((self.n, d, d))
+        a_padded = self._dual_point(V, self._argument(W))
+        a = self._unpadded(a_padded)
+        lo, hi = self._box(self.y_all)
+        width = hi - lo
+        with np.errstate(invalid="ignore", divide="ignore"):
+            room = np.where(width > 0, np.maximum(a - lo, 0.0) * np.maximum(hi - a, 0.0) / width, 0.0)
+        room = np.where(np.isfinite(room), room, np.minimum(np.abs(a - lo), np.abs(hi - a)))
+        Xp, _, mask, inv_m = self._padded
+        weight = self._padded_samples(room) * inv_m[:, None]
+        hess = np.matmul(np.swapaxes(Xp, 1, 2) * weight[:, None, :], Xp)  # row-space coordinates (n, r, r)
+        return self._represented(a), np.matmul(np.matmul(self.Q, hess), self._Qt)
 
     def node_conjugates(self, V, *, scale=None, hint=None) -> np.ndarray:
         """Upper bounds on ``L_i^*(v'_i)``: ``(1/m) sum_k phi^*(a_k)`` at a dual point ``a`` that

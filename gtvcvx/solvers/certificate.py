@@ -814,35 +814,60 @@ def certify_pair(problem: GTVProblem, W, U, *, projector: FlowProjector | None =
 def _certify(problem: GTVProblem, W, U, projector: FlowProjector, deadline, tol) -> Certificate:
     # a step of the correction along faces sweeps |E| x d arrays where the unrestricted one uses
     # the node Laplacian (Table I: ~3 vs ~0.6 ms): in a run, it starts near tol
-    faces = tol is None or projector.last_rel_gap <= FACES_WITHIN * tol
-    cert = _certify_flow(problem, W, U, projector, deadline, scale_tol=1.0, faces=faces)
+    near = tol is None or projector.last_rel_gap <= FACES_WITHIN * tol
+    cert = _certify_flow(problem, W, U, projector, deadline, scale_tol=1.0, faces=near)
     second = _second_pass(problem, W, cert, projector, tol)
     if second is not None:
         exact, scale_tol = second
         projector.exact |= exact  # kept for the later check-points of a run
-        better = _certify_flow(problem, W, U, projector, deadline, scale_tol=scale_tol, slot=1, faces=faces)
+        better = _certify_flow(problem, W, U, projector, deadline, scale_tol=scale_tol, slot=1, faces=near)
         if not better.gap >= cert.gap:
             cert = better
-    if not np.isfinite(cert.gap) and np.isfinite(cert.primal) and U.any():
-        # the flow's node duals left a bounded conjugate domain: move them in the loss's own
-        # metric instead (anchored_flow), and the zero flow, which is always dual feasible
-        # (phi^*(0) = 0): it bounds P* by sum_i min L_i, which is tight when no edge needs a flow
-        # (e.g. a separable hinge problem), where U -> 0 comes from outside dom L^*
-        candidates = []
-        flow = anchored_flow(problem, W, U, projector, deadline)
-        if flow is not None:
-            anchored = _certificate_of(problem, W, flow, projector)
-            anchored.message = "; ".join(filter(None, ("certified with a flow built from the gradients at W (the "
-                                                       "flow iterate's node duals left the loss's domain)",
-                                                       anchored.message)))
-            candidates.append(anchored)
+    infinite = not np.isfinite(cert.gap)
+    if np.isfinite(cert.primal) and U.any() and (infinite or _residual_bound(cert, near)):
+        # the flow's node duals left a bounded conjugate domain, or a residual the loss cannot
+        # avoid costs most of the gap: move them in the loss's own metric instead (anchored_flow)
+        anchored = _anchored_certificate(problem, W, U, projector, deadline)
+        if anchored is not None and anchored.gap < cert.gap:
+            cert = anchored
+    if infinite and np.isfinite(cert.primal) and U.any():
+        # and the zero flow, which is always dual feasible (phi^*(0) = 0): it bounds P* by
+        # sum_i min L_i, which is tight when no edge needs a flow (e.g. a separable hinge
+        # problem), where U -> 0 comes from outside dom L^*
         zero = _certify_flow(problem, W, np.zeros_like(U), projector, deadline, slot=2)
         zero.message = "certified with the zero flow (the flow iterate's residual cannot be bounded)"
-        candidates.append(zero)
-        best = min(candidates, key=lambda c: c.gap)
-        if np.isfinite(best.gap):
-            return best
+        if zero.gap < cert.gap:
+            return zero
     return cert
+
+
+def _residual_bound(cert: Certificate, near: bool) -> bool:
+    """Whether the residual allowance is most of a finite gap (at a check-point near tol)."""
+    return near and np.isfinite(cert.gap) and cert.residuals["residual_allowance"] > 0.5 * cert.gap
+
+
+#: Rounds of :func:`anchored_flow`, each from the previous one's flow, while its certificate is infinite
+#: (a sample whose dual left its box once the flow moved: the next round fixes it at its bound).
+ANCHORED_ROUNDS = 3
+
+
+def _anchored_certificate(problem: GTVProblem, W, U, projector: FlowProjector, deadline) -> Certificate | None:
+    """The best certificate of up to :data:`ANCHORED_ROUNDS` rounds of :func:`anchored_flow`, or None."""
+    best = None
+    for _ in range(ANCHORED_ROUNDS):
+        flow = anchored_flow(problem, W, U, projector, deadline)
+        if flow is None:
+            break
+        cert = _certificate_of(problem, W, flow, projector)
+        if best is None or cert.gap < best.gap:
+            best = cert
+        if np.isfinite(cert.gap) or (deadline is not None and time.perf_counter() > deadline):
+            break
+        U = flow.U
+    if best is not None:
+        best.message = "; ".join(filter(None, ("certified with a flow built from the loss's duals at W moved in its "
+                                               "own metric (node_anchor)", best.message)))
+    return best
 
 
 #: Largest ``n d^2`` (entries of the node Hessians) for which :func:`anchored_flow` runs.
@@ -855,31 +880,34 @@ ANCHORED_RTOL = 1e-15
 
 def anchored_flow(problem: GTVProblem, W, U, projector: FlowProjector,
                   deadline: float | None = None) -> FeasibleFlow | None:
-    """A feasible flow near ``U`` whose node duals are the loss gradients at ``W`` moved in the
-    loss's Hessian metric; None where the loss declares no ``node_hessians`` (or they would not
-    fit :data:`ANCHORED_MAX_ENTRIES`) or the penalty is not a norm.
+    """A feasible flow near ``U`` whose node duals are points of the loss conjugate's domain moved
+    in the loss's own metric (:meth:`~gtvcvx.losses.Loss.node_anchor`); None where the loss
+    provides no ``node_anchor`` (or its metrics would not fit :data:`ANCHORED_MAX_ENTRIES`) or
+    the penalty is not a norm.
 
     Solves ``(D^T Omega T D + H) Lambda = -(G + D^T U_0)`` by conjugate gradients, with ``U_0``
-    the flow in its capacity balls, ``G`` the node gradients and ``H`` the node Hessians at
-    ``W``, ``Omega`` the projector's edge weights and ``T`` the projection onto the faces of the
-    balls (:meth:`~gtvcvx.penalties.Penalty.face_tangent`), and returns ``alpha (U_0 + Omega T D
-    Lambda)`` with one common ``alpha <= 1`` that fits every edge into its ball.
+    the flow in its capacity balls, ``(G, H) = node_anchor(W, -D^T U_0)`` the node duals and
+    metrics, ``Omega`` the projector's edge weights and ``T`` the projection onto the faces of
+    the balls (:meth:`~gtvcvx.penalties.Penalty.face_tangent`), and returns ``alpha (U_0 + Omega
+    T D Lambda)`` with one common ``alpha <= 1`` that fits every edge into its ball.
 
     Notes
     -----
-    The node duals are then ``v_i = alpha (grad L_i(w_i) + H_i lambda_i)``. For the logistic
-    loss, ``grad L_i = -(1/m) X^T (y s)`` and ``H_i = (1/m) X^T diag(s (1 - s)) X``, so the
-    sample duals become ``alpha s_k (1 - y_k (1 - s_k) x_k^T lambda_i)``: they move in proportion
-    to their own distance ``s_k (1 - s_k)`` from the box ``[0, 1]`` and scale towards 0, so they
-    stay in the conjugate's bounded domain for any ``lambda`` with ``|x_k^T lambda_i| < 1``.
-    A flow iterate corrected in any other metric leaves that domain wherever a sample's optimal
-    dual ``s_k`` is below the iterate's error (``s_k ~ 1e-13`` on the bank's florentine /
-    breast cancer row), and its certificate stays infinite until the flows are that accurate.
-    The certificate of the flow is computed from scratch like any other (honest whatever the
-    metric).
+    The node duals are then ``v_i = alpha (G_i + H_i lambda_i)``. For the logistic loss ``G`` is
+    the gradient ``-(1/m) X^T (y s)`` at ``W`` and ``H_i = (1/m) X^T diag(s (1 - s)) X`` the
+    Hessian, so the sample duals become ``alpha s_k (1 - y_k (1 - s_k) x_k^T lambda_i)``: they
+    move in proportion to their own distance ``s_k (1 - s_k)`` from the box ``[0, 1]`` and scale
+    towards 0, so they stay in the conjugate's bounded domain for any ``lambda`` with
+    ``|x_k^T lambda_i| < 1``. For the margin losses (hinge, absolute error, Huber) ``G`` is
+    represented by the box point ``a`` nearest the flow's node duals, and each sample moves by
+    its room in the box: a sample on a bound (the hinge off its kink) keeps its dual exactly. A
+    flow iterate corrected in any other metric leaves the domain wherever a sample's optimal
+    dual is on (logistic: within 1e-13 of) the boundary, and its certificate stays infinite, or
+    pays for the residual, until the flows are that accurate. The certificate of the flow is
+    computed from scratch like any other (honest whatever the metric).
     """
     loss, penalty, graph = problem.loss, problem.penalty, problem.graph
-    if (not penalty.is_norm or problem.n_edges == 0 or not provides(loss, "node_hessians")
+    if (not penalty.is_norm or problem.n_edges == 0 or not provides(loss, "node_anchor")
             or problem.n * problem.d ** 2 > ANCHORED_MAX_ENTRIES):
         return None
     caps = problem.capacities
@@ -887,8 +915,8 @@ def anchored_flow(problem: GTVProblem, W, U, projector: FlowProjector,
     weights = np.ones(problem.n_edges) if projector.edge_weights is None else projector.edge_weights
     if projector.support is not None:
         U0[~projector.support] = 0.0  # (weight 0 there: no correction either)
-    gradients = loss.gradient(W)
-    hessians = loss.node_hessians(W)
+    divergence_0 = divergence(graph, U0)
+    anchors, hessians = loss.node_anchor(W, -divergence_0)
     faces = penalty.face_tangent(U0, caps)
 
     def edge_move(lam):
@@ -899,8 +927,8 @@ def anchored_flow(problem: GTVProblem, W, U, projector: FlowProjector,
     def apply(lam):
         return divergence(graph, edge_move(lam)) + np.matmul(hessians, lam[:, :, None])[:, :, 0]
 
-    rhs = -(gradients + divergence(graph, U0))
-    size = float(np.linalg.norm(gradients)) + float(np.linalg.norm(U0))
+    rhs = -(anchors + divergence_0)
+    size = float(np.linalg.norm(anchors)) + float(np.linalg.norm(U0))
     with np.errstate(all="ignore"):
         lam, iterations, _ = conjugate_gradient(apply, rhs, atol=ANCHORED_RTOL * size, max_iter=projector.max_iter,
                                                 deadline=deadline)
