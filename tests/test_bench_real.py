@@ -35,3 +35,19 @@ def test_large_digits_instances_have_the_stated_shape():
     assert np.all(five.loss.counts == 1) and ten.penalty.name != five.penalty.name
     caps = five.capacities
     assert caps.min() < 1e-12 * caps.max()  # the regime of the weighted flow projection
+
+
+def test_losses_beyond_the_bank_are_built_on_the_data_they_take():
+    """``--losses``: Huber / absolute error on the regression data, hinge on the +-1 labels."""
+    from gtvcvx.bench import real
+
+    hinge = real.build("karate_club", "breast_cancer", "norm2", 3, 0.05, seed=0, loss="hinge")
+    bank = real.build("karate_club", "breast_cancer", "norm2", 3, 0.05, seed=0)
+    assert hinge.loss.name == "hinge" and bank.loss.name == "logistic"
+    np.testing.assert_array_equal(hinge.loss.X_all, bank.loss.X_all)  # the same dealing
+    assert real.build("florentine_families", "diabetes", "norm1", 3, 0.05, seed=0, loss="absolute").loss.name == \
+        "absolute_error"
+    with pytest.raises(ValueError, match="does not take the data set 'diabetes'"):
+        real.build("florentine_families", "diabetes", "norm2", 3, 0.05, seed=0, loss="hinge")
+    with pytest.raises(ValueError, match="losses: squared_error"):
+        real.build("florentine_families", "diabetes", "norm2", 3, 0.05, seed=0, loss="cauchy")

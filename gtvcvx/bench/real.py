@@ -34,7 +34,7 @@ import time
 
 import numpy as np
 
-from .. import GTVProblem, Logistic, SquaredError, graphs, solve
+from .. import AbsoluteError, GTVProblem, Hinge, Huber, Logistic, SquaredError, graphs, solve
 from ..graph import Graph
 from ..penalties import get_penalty
 from ..progress import Progress
@@ -53,6 +53,12 @@ WEAK_FEATURES = ("mean texture", "mean smoothness", "mean symmetry", "mean fract
 PENALTIES = ("norm2", "norm1", "squared_norm2")
 #: ``--large``: (graph, data set) pairs whose graph is built from the data (see the module notes).
 LARGE = (("digits_5nn", "digits"), ("digits_10nn", "digits"))
+#: ``--losses``: the loss of each name and the data sets it takes (regression or +-1 labels).
+LOSSES = {"squared_error": (SquaredError, ("diabetes", "digits")), "huber": (Huber, ("diabetes",)),
+          "absolute": (AbsoluteError, ("diabetes",)),
+          "logistic": (Logistic, ("breast_cancer", "breast_cancer_all")), "hinge": (Hinge, ("breast_cancer",))}
+#: The bank's losses (``--losses`` default): one per data set.
+BANK_LOSSES = ("squared_error", "logistic")
 TIGHT = {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10}
 
 
@@ -64,6 +70,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--lam", type=float, default=0.05, help="lam in standardized units (default 0.05)")
     parser.add_argument("--tol", type=float, default=1e-6, help="gtvcvx's certified relative gap (default 1e-6)")
     parser.add_argument("--penalties", default=",".join(PENALTIES), help="comma-separated penalties")
+    parser.add_argument("--losses", default=",".join(BANK_LOSSES),
+                        help=f"comma-separated losses of {', '.join(LOSSES)}, each on the data sets it takes "
+                             f"(default: the bank's {', '.join(BANK_LOSSES)}; others write bench/real-losses.md)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the dealing of rows to nodes (default 0)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per isolated run (default 600)")
 
@@ -117,9 +126,16 @@ def _digits(k: int, penalty: str, lam: float) -> GTVProblem:
     return GTVProblem(graph, SquaredError(list(X), list(y), d=5), get_penalty(penalty), lam)
 
 
-def build(graph: str, dataset: str, penalty: str, samples_per_node: int, lam: float, seed: int) -> GTVProblem:
+def build(graph: str, dataset: str, penalty: str, samples_per_node: int, lam: float, seed: int,
+          loss: str | None = None) -> GTVProblem:
     """One bank instance: rows of ``dataset`` dealt at random, ``samples_per_node`` to every node
-    (for the :data:`LARGE` pairs: the digits k-NN instance, one image per node, no dealing)."""
+    (for the :data:`LARGE` pairs: the digits k-NN instance, one image per node, no dealing).
+    ``loss`` names one of :data:`LOSSES` that takes ``dataset`` (default: squared error for the
+    regression data, logistic for the labels)."""
+    if loss is None:
+        loss = "squared_error" if dataset in ("diabetes", "digits") else "logistic"
+    if loss not in LOSSES or dataset not in LOSSES[loss][1]:
+        raise ValueError(f"loss {loss!r} does not take the data set {dataset!r} (losses: {', '.join(LOSSES)})")
     if dataset == "digits":
         return _digits(int(graph.removeprefix("digits_").removesuffix("nn")), penalty, lam)
     G = _graph(graph)
@@ -127,9 +143,8 @@ def build(graph: str, dataset: str, penalty: str, samples_per_node: int, lam: fl
     rng = np.random.default_rng(seed)
     rows = rng.permutation(X.shape[0])[: G.n * samples_per_node] % X.shape[0]
     parts = np.array_split(rows, G.n)
-    loss_cls = SquaredError if dataset == "diabetes" else Logistic
-    loss = loss_cls([X[p] for p in parts], [y[p] for p in parts])
-    return GTVProblem(G, loss, get_penalty(penalty), lam)
+    loss_cls = LOSSES[loss][0]
+    return GTVProblem(G, loss_cls([X[p] for p in parts], [y[p] for p in parts]), get_penalty(penalty), lam)
 
 
 # ---------------------------------------------------------------------------------- calls
@@ -180,28 +195,36 @@ def run(args) -> int:
     penalties = ("norm2",) if args.quick else tuple(p.strip() for p in args.penalties.split(",") if p.strip())
     if not penalties or any(p not in PENALTIES for p in penalties):  # the penalties without parameters
         raise SystemExit(f"--penalties must name some of {', '.join(PENALTIES)}, got {args.penalties!r}")
+    losses = tuple(name.strip() for name in args.losses.split(",") if name.strip())
+    if not losses or any(name not in LOSSES for name in losses):
+        raise SystemExit(f"--losses must name some of {', '.join(LOSSES)}, got {args.losses!r}")
+    target = NAME if set(losses) == set(BANK_LOSSES) else f"{NAME}-losses"  # the bank's report stays
     started = time.strftime("%Y-%m-%d %H:%M")
-    instances = [(gr, ds, pen) for gr in graphs for ds in datasets for pen in penalties]
+    instances = [(gr, ds, loss, pen) for gr in graphs for ds in datasets for loss in losses
+                 if ds in LOSSES[loss][1] for pen in penalties]
     if args.large:
-        instances += [(gr, ds, pen) for gr, ds in LARGE for pen in penalties if pen in ("norm2", "norm1")]
+        instances += [(gr, ds, loss, pen) for gr, ds in LARGE for loss in losses if ds in LOSSES[loss][1]
+                      for pen in penalties if pen in ("norm2", "norm1")]
+    if not instances:
+        raise SystemExit(f"no bank data set takes the losses {', '.join(losses)}")
     plan = (("gtvcvx", call_gtvcvx, {"tol": args.tol}), ("lag", call_lag, {"tol": args.tol}),
             ("CLARABEL", call_cvxpy, {"solver": "CLARABEL"}), ("SCS", call_cvxpy, {"solver": "SCS"}))
     rows, ok = [], True
     bar = Progress(len(instances) * len(plan))
     try:
-        for gr, ds, pen in instances:
-            built = {"graph": gr, "dataset": ds, "penalty": pen, "samples_per_node": args.samples_per_node,
-                     "lam": args.lam, "seed": args.seed}
+        for gr, ds, loss, pen in instances:
+            built = {"graph": gr, "dataset": ds, "penalty": pen, "loss": loss,
+                     "samples_per_node": args.samples_per_node, "lam": args.lam, "seed": args.seed}
             out = {}
             for label, call, kwargs in plan:
-                bar.start(f"{gr} / {ds} / {pen}: {label}")
+                bar.start(f"{gr} / {ds} / {loss} / {pen}: {label}")
                 run_ = run_isolated(label, build, built, call, kwargs, timeout=args.timeout)
                 bar.advance()
                 ok &= run_.ok
                 out[label] = run_.data if run_.ok else {"status": f"crashed: {run_.error}"}
                 out[label]["peak_mb"] = run_.peak_mb
             fast, lag = out["gtvcvx"], out["lag"]
-            row = {"graph": gr, "dataset": ds, "penalty": pen, "method": fast.get("method"),
+            row = {"graph": gr, "dataset": ds, "loss": loss, "penalty": pen, "method": fast.get("method"),
                    "gtvcvx_s": fast.get("seconds", float("nan")), "status": fast.get("status"),
                    "certified_rel_gap": fast.get("rel_gap", float("nan")), "iterations": fast.get("iterations"),
                    "clarabel_s": out["CLARABEL"].get("seconds", float("nan")),
@@ -210,25 +233,29 @@ def run(args) -> int:
             row["ratio_clarabel"] = ratio(row["clarabel_s"], row["gtvcvx_s"])
             row["ratio_best_peer"] = ratio(min(row["clarabel_s"], row["scs_s"]), row["gtvcvx_s"])
             rows.append(row)
-            bar.note(f"[bench real] {gr} / {ds} / {pen}: gtvcvx {row['gtvcvx_s']:.3g} s ({row['method']}), "
+            bar.note(f"[bench real] {gr} / {ds} / {loss} / {pen}: gtvcvx {row['gtvcvx_s']:.3g} s ({row['method']}), "
                      f"CLARABEL {row['clarabel_s']:.3g} s, lag {row['certificate_lag']:.3g}")
     finally:
         bar.close()
     solved = [r for r in rows if r["status"] != "no_minimizer"]  # no common answer to time
     worst = min((r["ratio_clarabel"] for r in solved if np.isfinite(r["ratio_clarabel"])), default=float("nan"))
     worst_lag = max((r["certificate_lag"] for r in rows if np.isfinite(r["certificate_lag"])), default=float("nan"))
-    cols = ["graph", "dataset", "penalty", "method", "gtvcvx_s", "clarabel_s", "scs_s", "ratio_clarabel",
+    cols = ["graph", "dataset", "loss", "penalty", "method", "gtvcvx_s", "clarabel_s", "scs_s", "ratio_clarabel",
             "ratio_best_peer", "status", "certified_rel_gap", "iterations", "certificate_lag", "gtvcvx_peak_mb"]
+    losses_flag = "" if target == NAME else f" --losses {','.join(losses)}"
     lines = [
-        "## real: small real graphs with real data, gtvcvx vs CVXPY",
+        f"## {target}: small real graphs with real data, gtvcvx vs CVXPY"
+        + ("" if target == NAME else " (losses beyond the bank's)"),
         "",
-        f"Command: `gtvcvx bench real{' --quick' if args.quick else ''}{' --large' if args.large else ''} "
-        f"--samples-per-node {args.samples_per_node} "
+        f"Command: `gtvcvx bench real{' --quick' if args.quick else ''}{' --large' if args.large else ''}"
+        f"{losses_flag} --penalties {','.join(penalties)} --samples-per-node {args.samples_per_node} "
         f"--lam {args.lam:g} --tol {args.tol:g} --seed {args.seed} --out {args.out}` (started {started}). Graphs: "
         "networkx's bundled florentine families (15 nodes), Davis southern women (32), karate club (34), Les "
         "Miserables (77, weighted) and a 15 x 15 grid (225); data: scikit-learn's diabetes (squared error, d = 11) "
         "and breast cancer (logistic: `breast_cancer` four weak features, d = 5, not separable; `breast_cancer_all` "
-        "all 30, d = 31, strictly separable: no minimizer), standardized, "
+        "all 30, d = 31, strictly separable: no minimizer), standardized"
+        + ("" if target == NAME else "; here with the losses " + ", ".join(losses) + " (Huber and absolute error "
+           "on the diabetes data, hinge on the four weak breast-cancer features)") + ", "
         f"{args.samples_per_node} rows per node dealt at random "
         f"(seed {args.seed}). Every call whole (CVXPY compilation included), each in its own process; "
         f"`ratio_clarabel` = CLARABEL seconds / gtvcvx seconds (above 1: gtvcvx faster); `certificate_lag` = "
@@ -245,6 +272,6 @@ def run(args) -> int:
         f"certificate lag: **{worst_lag:.3g}** (target <= 2).",
         "",
     ]
-    write_bench_report(args.out, NAME, "\n".join(lines), rows)
+    write_bench_report(args.out, target, "\n".join(lines), rows)
     print("\n".join(lines))
     return 0 if ok else 1
