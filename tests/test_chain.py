@@ -124,16 +124,18 @@ def test_badly_scaled_data_is_still_certified_near_machine_precision():
     assert result.info["method"] == "chain" and result.status == "optimal" and result.rel_gap <= 1e-12
 
 
-@pytest.mark.parametrize("make, reason", [
-    (lambda: g.GTVProblem(g.graphs.chain(8), g.SquaredDistance(np.ones((8, 2))), g.Norm2(), 1.0), "separate"),
-    (lambda: g.GTVProblem(g.graphs.star(8), g.SquaredDistance(np.ones((8, 1))), g.Norm1(), 1.0), "degree > 2"),
+@pytest.mark.parametrize("make, reason, methods", [
+    (lambda: g.GTVProblem(g.graphs.chain(8), g.SquaredDistance(np.ones((8, 2))), g.Norm2(), 1.0), "separate",
+     ("halpern", "interior")),
+    (lambda: g.GTVProblem(g.graphs.star(8), g.SquaredDistance(np.ones((8, 1))), g.Norm1(), 1.0), "degree > 2",
+     ("tree",)),  # a forest: the exact tree solver (tests/test_tree.py)
     (lambda: g.GTVProblem(g.graphs.chain(8), g.SquaredError([np.eye(2)] * 8, [np.ones(2)] * 8), g.Norm1(), 1.0),
-     "squared distance"),
+     "squared distance", ("halpern", "interior")),
 ])
-def test_other_problems_fall_back_to_the_iterative_core_and_explicit_chain_says_why(make, reason):
+def test_other_problems_fall_back_to_another_method_and_explicit_chain_says_why(make, reason, methods):
     problem = make()
     assert reason in chain_refusal(problem)
-    assert g.solve(problem, tol=1e-6).info["method"] in ("halpern", "interior")
+    assert g.solve(problem, tol=1e-6).info["method"] in methods
     with pytest.raises(CapabilityError, match=reason):
         g.solve(problem, method="chain")
 

@@ -26,7 +26,7 @@ from ..results import GTVResult, Status
 from ._chain_kernels import compiled
 from .certificate import certify_pair
 
-__all__ = ["ChainPlan", "chain_plan", "solve_chain", "chain_refusal"]
+__all__ = ["ChainPlan", "chain_plan", "solve_chain", "chain_refusal", "separable_refusal", "exact_result"]
 
 #: Dual-ball geometries for which the penalty separates over coordinates: the box (l1 norm) in
 #: any dimension; any norm ball when d = 1 (an interval).
@@ -61,9 +61,9 @@ class ChainPlan:
         return int(self.starts.shape[0] - 1)
 
 
-def chain_refusal(problem: GTVProblem) -> str:
-    """Why the chain solver does not apply to ``problem`` (``""`` when it does), without the
-    graph walk: loss, penalty and degrees only."""
+def separable_refusal(problem: GTVProblem) -> str:
+    """Why the loss or the penalty of ``problem`` does not separate into 1-D total-variation
+    problems per coordinate (``""`` when they do): the chain and tree solvers' requirement."""
     if not provides(problem.loss, "separable_points"):
         return (f"the loss '{problem.loss.name}' is not a squared distance to points (trait 'separable_points', "
                 "e.g. SquaredDistance)")
@@ -71,6 +71,15 @@ def chain_refusal(problem: GTVProblem) -> str:
     if not (ball in _SEPARABLE_BALLS or (problem.d == 1 and ball in _INTERVAL_BALLS)):
         return (f"the penalty '{problem.penalty.name}' (dual ball {ball!r}) does not separate over the "
                 f"{problem.d} coordinates (an l1 penalty does, and any norm penalty when d = 1)")
+    return ""
+
+
+def chain_refusal(problem: GTVProblem) -> str:
+    """Why the chain solver does not apply to ``problem`` (``""`` when it does), without the
+    graph walk: loss, penalty and degrees only."""
+    reason = separable_refusal(problem)
+    if reason:
+        return reason
     graph = problem.graph
     if graph.n_edges > graph.n - 1 or (graph.n_edges and graph.degree.max() > 2):
         return "the graph is not a path or a forest of paths (a node has degree > 2 or there is a cycle)"
@@ -199,6 +208,13 @@ def solve_chain(problem: GTVProblem, tol: float = 1e-6, *, plan: ChainPlan | Non
         W[order] = out.T
     W += center
     U = _stationary_flows(problem, W, plan, lam)
+    return exact_result(problem, W, U, tol, setup_time, t_solve, "chain", {"paths": plan.n_paths})
+
+
+def exact_result(problem: GTVProblem, W, U, tol: float, setup_time: float, t_solve: float, method: str,
+                 info: dict) -> GTVResult:
+    """The :class:`GTVResult` of a direct solve: ``(W, U)`` certified by :func:`certify_pair`, status
+    ``optimal`` at ``tol`` or ``inaccurate`` with the reason float64 gives."""
     cert = certify_pair(problem, W, U)
     solve_time = time.perf_counter() - t_solve
     if cert.rel_gap <= tol:
@@ -211,7 +227,7 @@ def solve_chain(problem: GTVProblem, tol: float = 1e-6, *, plan: ChainPlan | Non
             message = (f"float64 cannot hold the exact solution closer: W rounded to float64 certifies a relative "
                        f"gap of {cert.rel_gap:.3g} > tol = {tol:g} (data far larger than its differences: center "
                        "or rescale the data, or loosen tol)")
-        message = f"{message}; the exact chain solve certified {cert.rel_gap:.3g}"
+        message = f"{message}; the exact {method} solve certified {cert.rel_gap:.3g}"
         if cert.message:
             message = f"{message}; {cert.message}"
     history = pd.DataFrame([{"iteration": 1, "time": setup_time + solve_time, "primal": cert.primal,
@@ -220,5 +236,4 @@ def solve_chain(problem: GTVProblem, tol: float = 1e-6, *, plan: ChainPlan | Non
                      gap=cert.gap, rel_gap=cert.rel_gap, value=cert.primal, iterations=1,
                      setup_time=setup_time, solve_time=solve_time, residuals=dict(cert.residuals),
                      history=history, message=message,
-                     info={"method": "chain", "paths": plan.n_paths, "node_gaps": cert.node_gaps,
-                           "edge_gaps": cert.edge_gaps})
+                     info={"method": method, **info, "node_gaps": cert.node_gaps, "edge_gaps": cert.edge_gaps})

@@ -30,6 +30,7 @@ from ._pdhg_common import step_norm_estimate as _step_norm_estimate
 from ._reorder import locality_order
 from .certificate import Certificate, FlowProjector, certify_pair, stationarity
 from .chain import chain_plan, solve_chain
+from .tree import solve_tree, tree_plan
 from .distributed import solve_distributed
 from .interior import auto_plan, solve_interior
 from .polish import fused_clusters, polish_applies, polish_clusters
@@ -38,9 +39,9 @@ from .separability import find_separation
 
 __all__ = ["solve", "IterationInfo", "METHODS"]
 
-#: Algorithms of :func:`solve` (``"auto"``: ``"chain"`` or ``"quadratic"`` where they apply, then
-#: ``"interior"`` on small problems, else ``"halpern"``).
-METHODS = ("auto", "halpern", "pdhg", "chain", "quadratic", "interior")
+#: Algorithms of :func:`solve` (``"auto"``: ``"chain"``, ``"tree"`` or ``"quadratic"`` where they
+#: apply, then ``"interior"`` on small problems, else ``"halpern"``).
+METHODS = ("auto", "halpern", "pdhg", "chain", "tree", "quadratic", "interior")
 
 
 #: Try the active-set polish (:mod:`gtvcvx.solvers.polish`) at check-points whose certified
@@ -97,8 +98,8 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
         ``True`` stops the run (status ``max_iter``, message "stopped by callback"). A callback
         with a ``wants(certificate)`` method is called only where that returns True (on large
         graphs handing over the arrays costs a copy of the flows).
-    method : {"auto", "halpern", "pdhg", "chain", "quadratic", "interior"}
-        ``"auto"`` (default): ``"chain"`` or ``"quadratic"`` when the problem has their
+    method : {"auto", "halpern", "pdhg", "chain", "tree", "quadratic", "interior"}
+        ``"auto"`` (default): ``"chain"``, ``"tree"`` or ``"quadratic"`` when the problem has their
         structure, else ``"interior"`` on small problems whose factorization stays cheap
         (:func:`gtvcvx.solvers.interior.auto_plan`; an answer it cannot certify to ``tol``
         warm-starts ``"halpern"``, ``info["method"] = "interior+halpern"``); where some node
@@ -111,7 +112,9 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
         ``sigma_e = 1/2`` (no restarts, ``eta`` = 1). ``"chain"``: the exact O(n) solver for
         graphs whose components are paths, with squared-distance losses and an l1 penalty (any
         norm penalty when ``d = 1``), :func:`gtvcvx.solvers.chain.solve_chain`; it ignores the
-        iteration options and ``warm_start`` and calls ``callback`` once. ``"quadratic"``: a
+        iteration options and ``warm_start`` and calls ``callback`` once. ``"tree"``: the same
+        for forests (a node of degree > 2), exact in O(n log n) per coordinate,
+        :func:`gtvcvx.solvers.tree.solve_tree`. ``"quadratic"``: a
         quadratic loss with a quadratic penalty (e.g. SquaredError with SquaredNorm2) is one
         linear system, solved by block-preconditioned conjugate gradients
         (:func:`gtvcvx.solvers.quadratic.solve_quadratic`; ``max_iter`` bounds the CG
@@ -233,13 +236,17 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
                              setup_time=time.perf_counter() - t_check, message=separation.message(problem.loss.name),
                              info={"method": "separability", "recession_direction": separation.direction,
                                    "separable_component": separation.component})
-    if method in ("auto", "chain"):
+    if method in ("auto", "chain", "tree"):
         t_plan = time.perf_counter()
         plan = chain_plan(problem) if method == "auto" else None
-        plan_time = time.perf_counter() - t_plan  # the path walk (and numba's first load)
-        if method == "chain" or plan is not None:
+        forest = tree_plan(problem) if method == "auto" and plan is None else None
+        plan_time = time.perf_counter() - t_plan  # the graph walks (and numba's first load)
+        if method in ("chain", "tree") or plan is not None or forest is not None:
             warm_start_parts(problem, warm_start)  # validated, not needed: the solve is direct
-            result = solve_chain(problem, tol, plan=plan)
+            if method == "chain" or plan is not None:
+                result = solve_chain(problem, tol, plan=plan)
+            else:
+                result = solve_tree(problem, tol, plan=forest)
             result.setup_time += plan_time
             return _report_once(result, callback)
         method = "halpern" if quadratic_refusal(problem) else "quadratic"
