@@ -108,3 +108,20 @@ def test_paths_keep_the_chain_solver_and_other_graphs_are_refused_with_reasons()
     assert "a forest has at most n - 1" in tree_refusal(dense)
     group = g.GTVProblem(g.graphs.star(5), g.SquaredDistance(np.ones((5, 2))), g.Norm2(), 0.5)
     assert "does not separate" in tree_refusal(group) and g.solve(group, tol=1e-6).info["method"] != "tree"
+
+
+def test_bench_tree_instance_is_seeded_a_tree_and_its_calls_agree():
+    from gtvcvx.bench import chain as bench
+
+    graph, y = bench.random_tree(2000, seed=3)
+    again, y_again = bench.random_tree(2000, seed=3)
+    assert np.array_equal(graph.edges, again.edges) and np.array_equal(y, y_again)
+    assert graph.n_edges == 1999 and graph.degree.max() > 2
+    assert not np.array_equal(y, bench.random_tree(2000, seed=4)[1])
+    instance = bench.build(2000, seed=1, kind="tree")
+    solved = bench.call_gtvcvx(instance, repeats=1)
+    kernel = bench.call_kernel(instance, repeats=1)
+    assert solved["method"] == "tree" and solved["status"] == "optimal"
+    assert np.abs(solved["x"] - kernel["x"]).max() <= 1e-9
+    reference = bench.call_cvxpy(instance, "CLARABEL")
+    assert np.abs(solved["x"] - reference["x"]).max() <= 1e-3

@@ -37,14 +37,20 @@ import numpy as np
 from .. import GTVProblem, Norm1, SquaredDistance, graphs, solve
 from ..progress import Progress
 from ..reference import solve_primal
+from ..graph import Graph
 from ..solvers._chain_kernels import compiled
+from ..solvers._tree_kernels import compiled as tree_kernels
 from .harness import format_table, ratio, run_isolated, write_bench_report
 
 NAME = "chain"
-HELP = "1-D total variation on a chain: the exact solver vs C (Johnson's DP, Condat) and CVXPY, n = 10^3..10^7"
+HELP = ("1-D total variation on a chain: the exact solver vs C (Johnson's DP, Condat) and CVXPY, n = 10^3..10^7; "
+        "and on random trees")
 
 SIZES = (1_000, 100_000, 1_000_000, 10_000_000)
 QUICK_SIZES = (1_000, 100_000)
+#: Random recursive trees (the exact tree solver; no C peer).
+TREE_SIZES = (1_000, 100_000, 1_000_000)
+QUICK_TREE_SIZES = (1_000, 100_000)
 #: The iterative methods only run up to these sizes (the PDHG core needs ~10 s at 10^5).
 MAX_N = {"halpern": 100_000, "CLARABEL": 100_000, "SCS": 10_000}
 LAM_TV = 1.0
@@ -76,10 +82,34 @@ def signal(n: int, seed: int = 0) -> np.ndarray:
     return np.repeat(levels, np.diff(np.concatenate([[0], jumps, [n]]))) + rng.normal(size=n)
 
 
-def build(n: int, seed: int = 0, peer_lib: str | None = None):
-    """``(y, problem, peer_lib)`` for one size."""
-    y = signal(n, seed)
-    problem = GTVProblem(graphs.chain(n), SquaredDistance(y[:, None]), Norm1(), 2.0 * LAM_TV)
+def random_tree(n: int, seed: int = 0):
+    """``(graph, y)``: a random recursive tree (node k joins a uniform earlier node) and a signal
+    constant on subtrees (about n / 1000 nodes start a new level N(0, 9)) plus N(0, 1) noise."""
+    rng = np.random.default_rng(seed)
+    attach = rng.integers(0, np.arange(1, n)) if n > 1 else np.zeros(0, dtype=np.int64)
+    above = np.concatenate([[0], attach])  # the root is its own
+    starts = np.zeros(n, dtype=bool)
+    starts[0] = True
+    starts[rng.choice(n, size=max(1, n // 1000), replace=False)] = True
+    source = np.where(starts, np.arange(n), above)
+    while True:  # pointer jumping: every node to the level-starting node above it (depth ~ e ln n)
+        jumped = source[source]
+        if np.array_equal(jumped, source):
+            break
+        source = jumped
+    levels = 3.0 * rng.normal(size=n)
+    y = levels[source] + rng.normal(size=n)
+    edges = np.column_stack([np.arange(1, n), attach])
+    return Graph.from_edges(n, edges), y
+
+
+def build(n: int, seed: int = 0, peer_lib: str | None = None, kind: str = "chain"):
+    """``(y, problem, peer_lib)`` for one size, on a chain or (``kind="tree"``) a random tree."""
+    if kind == "tree":
+        graph, y = random_tree(n, seed)
+    else:
+        graph, y = graphs.chain(n), signal(n, seed)
+    problem = GTVProblem(graph, SquaredDistance(y[:, None]), Norm1(), 2.0 * LAM_TV)
     return y, problem, peer_lib
 
 
@@ -102,9 +132,16 @@ def call_gtvcvx(instance, repeats: int = 5) -> dict:
 
 
 def call_kernel(instance, repeats: int = 5) -> dict:
-    y, _, _ = instance
-    _, tv1d_paths, _ = compiled()
+    y, problem, _ = instance
     n = y.size
+    if problem.graph.degree.max(initial=0) > 2:  # a tree: its dynamic program on the rooted order
+        forest_order, tv_tree, _ = tree_kernels()
+        _, order, parent, _ = forest_order(n, np.ascontiguousarray(problem.graph.edges))
+        Yt, lam = y[None].copy(), np.where(parent >= 0, LAM_TV, 0.0)
+        out = np.empty_like(Yt)
+        seconds, _ = _median_time(lambda: tv_tree(Yt, np.ones(n), lam, order, parent, out), repeats)
+        return {"seconds": seconds, "x": out[0].copy()}
+    _, tv1d_paths, _ = compiled()
     Yt, weight, lam, starts = y[None].copy(), np.ones(n), np.full(n, LAM_TV), np.array([0, n])
     out = np.empty_like(Yt)
     seconds, _ = _median_time(lambda: tv1d_paths(Yt, weight, lam, starts, out), repeats)
@@ -179,53 +216,63 @@ def run(args) -> int:
         plan += [("gtvcvx Halpern PDHG (tol 1e-9)", call_halpern, {}, "halpern"),
                  ("CVXPY + CLARABEL", call_cvxpy, {"solver": "CLARABEL"}, "CLARABEL"),
                  ("CVXPY + SCS", call_cvxpy, {"solver": "SCS"}, "SCS")]
-        jobs = [(n, item) for n in sizes for item in plan if item[3] is None or n <= MAX_N[item[3]]]
+        tree_plan = [("gtvcvx.solve (auto -> tree)", call_gtvcvx, {}, None),
+                     ("gtvcvx tree DP kernel only", call_kernel, {}, None),
+                     *(item for item in plan if item[3] is not None)]
+        jobs = [("chain", n, item) for n in sizes for item in plan if item[3] is None or n <= MAX_N[item[3]]]
+        jobs += [("tree", n, item) for n in (QUICK_TREE_SIZES if args.quick else TREE_SIZES) for item in tree_plan
+                 if item[3] is None or n <= MAX_N[item[3]]]
         rows, ok = [], True
         bar = Progress(len(jobs))
         try:
             reference = {}
-            for n, (label, call, kwargs, _) in jobs:
-                bar.start(f"n={n}: {label}")
+            for kind, n, (label, call, kwargs, _) in jobs:
+                bar.start(f"{kind} n={n}: {label}")
                 repeats = args.repeats if call in (call_gtvcvx, call_kernel, call_c_peer) else 1
-                run_ = run_isolated(label, build, {"n": n, "seed": args.seed, "peer_lib": lib}, call,
+                run_ = run_isolated(label, build, {"n": n, "seed": args.seed, "peer_lib": lib, "kind": kind}, call,
                                     {**kwargs, "repeats": repeats}, timeout=args.timeout)
                 bar.advance()
                 ok &= run_.ok
                 data = run_.data
                 x = data.pop("x", None)
-                if x is not None and n not in reference:
-                    reference[n] = x
-                row = {"n": n, "method": label, "seconds": data.get("seconds", float("nan")),
+                if x is not None and (kind, n) not in reference:
+                    reference[kind, n] = x
+                row = {"graph": kind, "n": n, "method": label, "seconds": data.get("seconds", float("nan")),
                        "status": data.get("status", "" if run_.ok else "crashed"),
                        "certified_rel_gap": data.get("rel_gap", float("nan")),
-                       "max_abs_diff_vs_gtvcvx": float(np.abs(x - reference[n]).max()) if x is not None else float("nan"),
+                       "max_abs_diff_vs_gtvcvx": (float(np.abs(x - reference[kind, n]).max()) if x is not None
+                                                  else float("nan")),
                        "peak_mb": run_.peak_mb, "note": run_.error}
                 rows.append(row)
-                bar.note(f"[bench chain] n={n} {label}: {row['seconds']:.3g} s {row['status']}")
+                bar.note(f"[bench chain] {kind} n={n} {label}: {row['seconds']:.3g} s {row['status']}")
         finally:
             bar.close()
     for row in rows:
-        c_dp = next((r["seconds"] for r in rows if r["n"] == row["n"] and r["method"].startswith("C: Johnson")), None)
+        c_dp = next((r["seconds"] for r in rows if r["graph"] == row["graph"] and r["n"] == row["n"]
+                     and r["method"].startswith("C: Johnson")), None)
         row["ratio_vs_c_dp"] = ratio(row["seconds"], c_dp)
-    cols = ["n", "method", "seconds", "ratio_vs_c_dp", "status", "certified_rel_gap", "max_abs_diff_vs_gtvcvx",
-            "peak_mb"]
+    cols = ["graph", "n", "method", "seconds", "ratio_vs_c_dp", "status", "certified_rel_gap",
+            "max_abs_diff_vs_gtvcvx", "peak_mb"]
     lines = [
-        "## chain: exact 1-D total variation against C and CVXPY",
+        "## chain: exact 1-D total variation against C and CVXPY (and on trees)",
         "",
         f"Command: `gtvcvx bench chain{' --quick' if args.quick else ''} --repeats {args.repeats} --seed {args.seed} "
         f"--out {args.out}` (started {started}). Signal: piecewise-constant levels N(0, 9) with about n / 1000 jumps "
         f"plus N(0, 1) noise (seed {args.seed}); chain graph, `SquaredDistance`, `Norm1`, lam = {2 * LAM_TV:g} "
-        f"(= 1-D TV denoising with lam_tv = {LAM_TV:g}). Each method in its own spawned process; `seconds` is the "
+        f"(= 1-D TV denoising with lam_tv = {LAM_TV:g}). `graph = tree`: a random recursive tree (node k joins a "
+        "uniform earlier node; depth ~ e ln n, degrees up to ~ln n) with levels constant on subtrees (about n / 1000 "
+        "level changes), the same noise and lam; there is no C peer (the exact tree solver is gtvcvx's message "
+        "passing, O(n log n)). Each method in its own spawned process; `seconds` is the "
         f"median of {args.repeats} calls for gtvcvx and the C peers (after one warm-up call of gtvcvx, which "
         "loads numba's cached kernels), one call for the iterative solvers and CVXPY (whole call, compilation "
         f"included). {peer_note}. `ratio_vs_c_dp` divides by the C dynamic program (the same algorithm as "
-        "gtvcvx's kernel); `max_abs_diff_vs_gtvcvx` compares each solution with gtvcvx's; `peak_mb` is the "
+        "gtvcvx's chain kernel); `max_abs_diff_vs_gtvcvx` compares each solution with gtvcvx's; `peak_mb` is the "
         "process's peak resident memory.",
         "",
         format_table(rows, cols),
         "",
     ]
-    lines += [f"* n={r['n']} {r['method']}: {r['note']}" for r in rows if r["note"]]
+    lines += [f"* {r['graph']} n={r['n']} {r['method']}: {r['note']}" for r in rows if r["note"]]
     write_bench_report(args.out, NAME, "\n".join(lines), rows)
     print("\n".join(lines))
     return 0 if ok else 1
