@@ -824,7 +824,7 @@ def _certify(problem: GTVProblem, W, U, projector: FlowProjector, deadline, tol)
         if not better.gap >= cert.gap:
             cert = better
     infinite = not np.isfinite(cert.gap)
-    if np.isfinite(cert.primal) and U.any() and (infinite or _residual_bound(cert, near)):
+    if np.isfinite(cert.primal) and U.any() and (infinite or _residual_bound(cert, tol)):
         # the flow's node duals left a bounded conjugate domain, or a residual the loss cannot
         # avoid costs most of the gap: move them in the loss's own metric instead (anchored_flow)
         anchored = _anchored_certificate(problem, W, U, projector, deadline)
@@ -841,9 +841,15 @@ def _certify(problem: GTVProblem, W, U, projector: FlowProjector, deadline, tol)
     return cert
 
 
-def _residual_bound(cert: Certificate, near: bool) -> bool:
-    """Whether the residual allowance is most of a finite gap (at a check-point near tol)."""
-    return near and np.isfinite(cert.gap) and cert.residuals["residual_allowance"] > 0.5 * cert.gap
+def _residual_bound(cert: Certificate, tol: float | None) -> bool:
+    """Whether the residual allowance is most of a finite gap, and (in a run) the rest of the
+    gap is within :data:`FACES_WITHIN` of ``tol``: then a flow without the residual may reach it.
+    (Not the previous certificate's gap: that is this allowance's, check-point after check-point.)"""
+    allowance = cert.residuals["residual_allowance"]
+    if not (np.isfinite(cert.gap) and allowance > 0.5 * cert.gap):
+        return False
+    rest = cert.gap - allowance
+    return tol is None or rest <= FACES_WITHIN * tol * (1.0 + 2.0 * abs(cert.primal))
 
 
 #: Rounds of :func:`anchored_flow`, each from the previous one's flow, while its certificate is infinite
