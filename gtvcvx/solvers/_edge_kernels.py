@@ -263,7 +263,7 @@ def divergence(graph, U: np.ndarray) -> np.ndarray:
     """``D^T U`` (net flow out of every node): a compiled scatter-add on large graphs, the sparse
     product below ``gtvcvx._jit.MIN_ENTRIES`` flow entries."""
     if U.size < _jit.MIN_ENTRIES:
-        return graph.incidence.T @ U
+        return graph.incidence_transpose @ U
     out = np.empty((graph.n, U.shape[1]))
     head, tail = graph.end_columns
     U = np.ascontiguousarray(U, dtype=float)
