@@ -59,3 +59,20 @@ def core_iterate(monkeypatch):
         return seen[-1]
 
     return run
+
+
+@pytest.fixture
+def iterate_gap(core_iterate):
+    """``(problem, max_iter, low, high) -> (W, U, true_gap)``: :func:`core_iterate` with its true gap
+    against a tight CLARABEL optimum, checked to lie in ``(low, high)`` (an iterate, not an optimum)."""
+    from gtvcvx.reference import solve_primal
+
+    def run(problem, max_iter, low, high):
+        optimum = solve_primal(problem, "CLARABEL", tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10).primal
+        W, U = core_iterate(problem, max_iter)
+        true_gap = problem.objective(W) - optimum
+        assert low < true_gap < high
+        return W, U, true_gap
+
+    return run
+

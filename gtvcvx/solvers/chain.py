@@ -26,7 +26,8 @@ from ..results import GTVResult, Status
 from ._chain_kernels import compiled
 from .certificate import certify_pair
 
-__all__ = ["ChainPlan", "chain_plan", "solve_chain", "chain_refusal", "separable_refusal", "exact_result"]
+__all__ = ["ChainPlan", "chain_plan", "solve_chain", "chain_refusal", "separable_refusal", "exact_result",
+           "checked_plan", "centered_points"]
 
 #: Dual-ball geometries for which the penalty separates over coordinates: the box (l1 norm) in
 #: any dimension; any norm ball when d = 1 (an interval).
@@ -178,23 +179,11 @@ def solve_chain(problem: GTVProblem, tol: float = 1e-6, *, plan: ChainPlan | Non
     .. [2] L. Condat, "A direct algorithm for 1-D total variation denoising", IEEE Signal
        Processing Letters 20(11), 2013.
     """
-    if not isinstance(problem, GTVProblem):
-        raise TypeError(f"problem must be a gtvcvx.GTVProblem, got {type(problem).__name__}")
-    check_positive_number(tol, "tol")
     t_start = time.perf_counter()
-    reason = chain_refusal(problem)
-    if not reason and plan is None:
-        plan = chain_plan(problem)
-        if plan is None:
-            reason = "the graph has a cycle"
-    if reason:
-        raise CapabilityError(f"the exact chain solver does not apply: {reason}; use method='halpern'")
+    plan = checked_plan(problem, tol, plan, chain_refusal, chain_plan, "chain")
     _, tv1d_paths, _ = compiled()
     order = plan.order
-    points = np.asarray(problem.loss.points, dtype=float)
-    # TV commutes with shifts: centering each coordinate keeps the knots' arithmetic at the
-    # scale of the differences, not of the data (points near 1e8 lose 8 digits otherwise)
-    center = 0.5 * (points.max(axis=0) + points.min(axis=0))
+    points, center = centered_points(problem)
     Yt = _path_major(points - center, plan)
     lam = _step_capacities(problem, plan)
     out = np.empty_like(Yt)
@@ -209,6 +198,31 @@ def solve_chain(problem: GTVProblem, tol: float = 1e-6, *, plan: ChainPlan | Non
     W += center
     U = _stationary_flows(problem, W, plan, lam)
     return exact_result(problem, W, U, tol, setup_time, t_solve, "chain", {"paths": plan.n_paths})
+
+
+def checked_plan(problem: GTVProblem, tol: float, plan, refusal, make_plan, name: str):
+    """``plan``, or the one ``make_plan(problem)`` finds, of the exact ``name`` solver; a
+    :class:`CapabilityError` saying why (``refusal(problem)``, or a cycle the walk found) where
+    the structure is not there."""
+    if not isinstance(problem, GTVProblem):
+        raise TypeError(f"problem must be a gtvcvx.GTVProblem, got {type(problem).__name__}")
+    check_positive_number(tol, "tol")
+    reason = refusal(problem)
+    if not reason and plan is None:
+        plan = make_plan(problem)
+        if plan is None:
+            reason = "the graph has a cycle"
+    if reason:
+        raise CapabilityError(f"the exact {name} solver does not apply: {reason}; use method='halpern'")
+    return plan
+
+
+def centered_points(problem: GTVProblem) -> tuple[np.ndarray, np.ndarray]:
+    """``(points, center)``: TV commutes with shifts, and centering each coordinate keeps the
+    knots' arithmetic at the scale of the differences, not of the data (points near 1e8 lose 8
+    digits otherwise)."""
+    points = np.asarray(problem.loss.points, dtype=float)
+    return points, 0.5 * (points.max(axis=0) + points.min(axis=0))
 
 
 def exact_result(problem: GTVProblem, W, U, tol: float, setup_time: float, t_solve: float, method: str,

@@ -18,12 +18,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import check_positive_number
-from ..capabilities import CapabilityError
 from ..problem import GTVProblem
 from ..results import GTVResult
 from ._tree_kernels import compiled
-from .chain import exact_result, separable_refusal
+from .chain import centered_points, checked_plan, exact_result, separable_refusal
 
 __all__ = ["TreePlan", "tree_plan", "solve_tree", "tree_refusal"]
 
@@ -142,21 +140,10 @@ def solve_tree(problem: GTVProblem, tol: float = 1e-6, *, plan: TreePlan | None 
     .. [2] N. A. Johnson, "A dynamic programming algorithm for the fused lasso and
        L0-segmentation", J. Computational and Graphical Statistics 22(2), 2013.
     """
-    if not isinstance(problem, GTVProblem):
-        raise TypeError(f"problem must be a gtvcvx.GTVProblem, got {type(problem).__name__}")
-    check_positive_number(tol, "tol")
     t_start = time.perf_counter()
-    reason = tree_refusal(problem)
-    if not reason and plan is None:
-        plan = tree_plan(problem)
-        if plan is None:
-            reason = "the graph has a cycle"
-    if reason:
-        raise CapabilityError(f"the exact tree solver does not apply: {reason}; use method='halpern'")
+    plan = checked_plan(problem, tol, plan, tree_refusal, tree_plan, "tree")
     _, tv_tree, _ = compiled()
-    points = np.asarray(problem.loss.points, dtype=float)
-    # TV commutes with shifts: the knots' arithmetic at the scale of the differences (chain.py)
-    center = 0.5 * (points.max(axis=0) + points.min(axis=0))
+    points, center = centered_points(problem)
     Yt = np.ascontiguousarray((points - center).T)
     lam = _edge_capacities(problem, plan)
     out = np.empty_like(Yt)
