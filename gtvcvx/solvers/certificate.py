@@ -853,15 +853,20 @@ def _residual_bound(cert: Certificate, tol: float | None) -> bool:
 
 
 #: Rounds of :func:`anchored_flow`, each from the previous one's flow, while its certificate is infinite
-#: (a sample whose dual left its box once the flow moved: the next round fixes it at its bound).
+#: (a sample whose dual left its box once the flow moved: the next round fixes it at its bound); the
+#: last round moves the flow off the faces of the capacity balls too.
 ANCHORED_ROUNDS = 3
 
 
 def _anchored_certificate(problem: GTVProblem, W, U, projector: FlowProjector, deadline) -> Certificate | None:
     """The best certificate of up to :data:`ANCHORED_ROUNDS` rounds of :func:`anchored_flow`, or None."""
-    best = None
-    for _ in range(ANCHORED_ROUNDS):
-        flow = anchored_flow(problem, W, U, projector, deadline)
+    best, start = None, U
+    for round_ in range(ANCHORED_ROUNDS):
+        # the last round without the faces: restricted to them the system can be unsolvable (an
+        # l1 penalty freezes most coordinates, the hinge most samples: grid / hinge / l1 ran into
+        # the CG limit while the unrestricted move certified)
+        faces = round_ + 1 < ANCHORED_ROUNDS
+        flow = anchored_flow(problem, W, U if faces else start, projector, deadline, faces=faces)
         if flow is None:
             break
         cert = _certificate_of(problem, W, flow, projector)
@@ -878,6 +883,13 @@ def _anchored_certificate(problem: GTVProblem, W, U, projector: FlowProjector, d
 
 #: Largest ``n d^2`` (entries of the node Hessians) for which :func:`anchored_flow` runs.
 ANCHORED_MAX_ENTRIES = 50_000_000
+def anchored_max_iter(n: int) -> int:
+    """Conjugate-gradient steps of :func:`anchored_flow`: block-Jacobi preconditioned, the solvable
+    systems measured took 90-300 steps (bank and margin-loss rows, 15-225 nodes); an unsolvable one
+    (faces that do not match the optimum's) runs into this limit at every check-point of a run."""
+    return max(300, 3 * int(math.sqrt(max(n, 1))))
+
+
 #: Conjugate-gradient target of :func:`anchored_flow`, relative to the node gradients and flows.
 #: A node dual near its domain's boundary (a logistic sample with ``sigmoid(mu) ~ 1e-13``) must be
 #: reproduced to about that: the equation is solved to rounding level.
@@ -885,7 +897,7 @@ ANCHORED_RTOL = 1e-15
 
 
 def anchored_flow(problem: GTVProblem, W, U, projector: FlowProjector,
-                  deadline: float | None = None) -> FeasibleFlow | None:
+                  deadline: float | None = None, faces: bool = True) -> FeasibleFlow | None:
     """A feasible flow near ``U`` whose node duals are points of the loss conjugate's domain moved
     in the loss's own metric (:meth:`~gtvcvx.losses.Loss.node_anchor`); None where the loss
     provides no ``node_anchor`` (or its metrics would not fit :data:`ANCHORED_MAX_ENTRIES`) or
@@ -894,8 +906,9 @@ def anchored_flow(problem: GTVProblem, W, U, projector: FlowProjector,
     Solves ``(D^T Omega T D + H) Lambda = -(G + D^T U_0)`` by conjugate gradients, with ``U_0``
     the flow in its capacity balls, ``(G, H) = node_anchor(W, -D^T U_0)`` the node duals and
     metrics, ``Omega`` the projector's edge weights and ``T`` the projection onto the faces of
-    the balls (:meth:`~gtvcvx.penalties.Penalty.face_tangent`), and returns ``alpha (U_0 + Omega
-    T D Lambda)`` with one common ``alpha <= 1`` that fits every edge into its ball.
+    the balls (:meth:`~gtvcvx.penalties.Penalty.face_tangent`; the identity with ``faces=False``),
+    and returns ``alpha (U_0 + Omega T D Lambda)`` with one common ``alpha <= 1`` that fits every
+    edge into its ball.
 
     Notes
     -----
@@ -923,11 +936,11 @@ def anchored_flow(problem: GTVProblem, W, U, projector: FlowProjector,
         U0[~projector.support] = 0.0  # (weight 0 there: no correction either)
     divergence_0 = divergence(graph, U0)
     anchors, hessians = loss.node_anchor(W, -divergence_0)
-    faces = penalty.face_tangent(U0, caps)
+    tangent = penalty.face_tangent(U0, caps) if faces else None
 
     def edge_move(lam):
         moved = differences(graph, lam)
-        moved = moved if faces is None else faces(moved)
+        moved = moved if tangent is None else tangent(moved)
         return weights[:, None] * moved
 
     def apply(lam):
@@ -948,8 +961,9 @@ def anchored_flow(problem: GTVProblem, W, U, projector: FlowProjector,
     rhs = -(anchors + divergence_0)
     size = float(np.linalg.norm(anchors)) + float(np.linalg.norm(U0))
     with np.errstate(all="ignore"):
-        lam, iterations, _ = conjugate_gradient(apply, rhs, atol=ANCHORED_RTOL * size, max_iter=projector.max_iter,
-                                                precond=precond, deadline=deadline)
+        lam, iterations, _ = conjugate_gradient(apply, rhs, atol=ANCHORED_RTOL * size, precond=precond,
+                                                max_iter=min(projector.max_iter, anchored_max_iter(problem.n)),
+                                                deadline=deadline)
     if not np.isfinite(lam).all():
         return None
     flow = U0 + edge_move(lam)
