@@ -883,6 +883,8 @@ def _anchored_certificate(problem: GTVProblem, W, U, projector: FlowProjector, d
 
 #: Largest ``n d^2`` (entries of the node Hessians) for which :func:`anchored_flow` runs.
 ANCHORED_MAX_ENTRIES = 50_000_000
+
+
 def anchored_max_iter(n: int) -> int:
     """Conjugate-gradient steps of :func:`anchored_flow`: block-Jacobi preconditioned, the solvable
     systems measured took 90-300 steps (bank and margin-loss rows, 15-225 nodes); an unsolvable one
