@@ -40,6 +40,7 @@ from ..reference import solve_primal
 from ..graph import Graph
 from ..solvers._chain_kernels import compiled
 from ..solvers._tree_kernels import compiled as tree_kernels
+from ..solvers.tree import tree_plan
 from .harness import format_table, ratio, run_isolated, write_bench_report
 
 NAME = "chain"
@@ -134,13 +135,16 @@ def call_gtvcvx(instance, repeats: int = 5) -> dict:
 def call_kernel(instance, repeats: int = 5) -> dict:
     y, problem, _ = instance
     n = y.size
-    if problem.graph.degree.max(initial=0) > 2:  # a tree: its dynamic program on the rooted order
-        forest_order, tv_tree, _ = tree_kernels()
-        _, order, parent, _ = forest_order(n, np.ascontiguousarray(problem.graph.edges))
-        Yt, lam = y[None].copy(), np.where(parent >= 0, LAM_TV, 0.0)
+    if problem.graph.degree.max(initial=0) > 2:  # a tree: its dynamic program on the relabelled nodes
+        _, tv_tree, _ = tree_kernels()
+        plan = tree_plan(problem)
+        above = plan.parent_position
+        Yt, lam, positions = y[plan.order][None].copy(), np.where(above >= 0, LAM_TV, 0.0), np.arange(n)
         out = np.empty_like(Yt)
-        seconds, _ = _median_time(lambda: tv_tree(Yt, np.ones(n), lam, order, parent, out), repeats)
-        return {"seconds": seconds, "x": out[0].copy()}
+        seconds, _ = _median_time(lambda: tv_tree(Yt, np.ones(n), lam, positions, above, out), repeats)
+        x = np.empty(n)
+        x[plan.order] = out[0]
+        return {"seconds": seconds, "x": x}
     _, tv1d_paths, _ = compiled()
     Yt, weight, lam, starts = y[None].copy(), np.ones(n), np.full(n, LAM_TV), np.array([0, n])
     out = np.empty_like(Yt)
