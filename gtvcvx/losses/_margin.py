@@ -193,24 +193,19 @@ class MarginLoss(_DesignLoss):
         # v_i = 0 is represented exactly by a = 0 where the box holds 0 (the zero flow)
         zero = ~np.any(V != 0, axis=1) & np.all(~mask | ((lo <= 0) & (hi >= 0)), axis=1)
         a[zero] = 0.0
-        size = np.inf
+        resid = target - np.matmul(Xt, a[:, :, None])[:, :, 0]
         for _ in range(rounds):
-            resid = target - np.matmul(Xt, a[:, :, None])[:, :, 0]
             if not (np.abs(resid) > 0).any():
                 break
             corr = np.matmul(gram_pinv, resid[:, :, None])
             a_aff = a + inv_w * np.matmul(Xp, corr)[:, :, 0]
             a_new = np.clip(a_aff, lo, hi)
-            if np.array_equal(a_new, a_aff):
-                # inside the box: refine while the residual falls (the kink weights make the
-                # Gram matrix ill-conditioned: one solve leaves ~1e-8 where 1e-15 is reachable)
-                new = target - np.matmul(Xt, a_new[:, :, None])[:, :, 0]
-                new_size = float(np.linalg.norm(new))
-                if not new_size < min(size, float(np.linalg.norm(resid))):
-                    a = a_new if new_size < float(np.linalg.norm(resid)) else a
-                    break
-                size = new_size
-            a = a_new
+            resid_new = target - np.matmul(Xt, a_new[:, :, None])[:, :, 0]
+            # inside the box: refine while the residual falls (the kink weights make the Gram
+            # matrix ill-conditioned: one solve leaves ~1e-8 where 1e-15 is reachable)
+            if np.array_equal(a_new, a_aff) and not np.linalg.norm(resid_new) < np.linalg.norm(resid):
+                break
+            a, resid = a_new, resid_new
         return np.where(mask, a, 0.0)
 
     def _represented(self, a_samples) -> np.ndarray:
