@@ -220,11 +220,12 @@ def run(args) -> int:
         plan += [("gtvcvx Halpern PDHG (tol 1e-9)", call_halpern, {}, "halpern"),
                  ("CVXPY + CLARABEL", call_cvxpy, {"solver": "CLARABEL"}, "CLARABEL"),
                  ("CVXPY + SCS", call_cvxpy, {"solver": "SCS"}, "SCS")]
-        tree_plan = [("gtvcvx.solve (auto -> tree)", call_gtvcvx, {}, None),
-                     ("gtvcvx tree DP kernel only", call_kernel, {}, None),
-                     *(item for item in plan if item[3] is not None)]
+        # (not named tree_plan: call_kernel uses gtvcvx.solvers.tree.tree_plan)
+        plan_on_trees = [("gtvcvx.solve (auto -> tree)", call_gtvcvx, {}, None),
+                         ("gtvcvx tree DP kernel only", call_kernel, {}, None),
+                         *(item for item in plan if item[3] is not None)]
         jobs = [("chain", n, item) for n in sizes for item in plan if item[3] is None or n <= MAX_N[item[3]]]
-        jobs += [("tree", n, item) for n in (QUICK_TREE_SIZES if args.quick else TREE_SIZES) for item in tree_plan
+        jobs += [("tree", n, item) for n in (QUICK_TREE_SIZES if args.quick else TREE_SIZES) for item in plan_on_trees
                  if item[3] is None or n <= MAX_N[item[3]]]
         rows, ok = [], True
         bar = Progress(len(jobs))
