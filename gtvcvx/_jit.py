@@ -2,20 +2,30 @@
 
 ``import gtvcvx`` does not load numba; the compiled kernels (the chain solver's dynamic program,
 the fast core's edge sweeps, the squared-error prox) call :func:`njit` when first needed.
+
+The fast core's sweeps over large arrays also come compiled with ``parallel=True`` (their loops
+are numba ``prange`` loops, plain ranges in the serial build). They run on numba's thread count
+(``NUMBA_NUM_THREADS``, or :func:`numba.set_num_threads` in the calling thread; default: every
+core), and only in the main thread (:func:`parallel_threads`): numba's fallback threading layer,
+``workqueue``, must not be entered by two threads at once, and a Dask worker's or a caller's thread
+pool already has its own parallelism.
 """
 
 from __future__ import annotations
 
-__all__ = ["MIN_ENTRIES", "njit"]
+import threading
+
+__all__ = ["MIN_ENTRIES", "njit", "parallel_threads"]
 
 #: Array entries from which a kernel that has a NumPy twin runs compiled: below it, loading numba
 #: (about 0.6 s in a fresh process) costs more than the kernel saves.
 MIN_ENTRIES = 1 << 20
 
 
-def njit(*functions, purpose: str):
+def njit(*functions, purpose: str, parallel: bool = False):
     """``functions`` compiled by numba (``cache=True``: on disk when the package directory is
-    writable; ``nogil=True``: Dask parts on one worker run them side by side), in order.
+    writable; ``nogil=True``: Dask parts on one worker run them side by side), in order;
+    ``parallel``: their ``prange`` loops split over threads (see the module docstring).
 
     ``purpose`` names what needs them in the error raised when numba is missing.
     """
@@ -23,5 +33,22 @@ def njit(*functions, purpose: str):
         import numba
     except ImportError as exc:  # pragma: no cover - numba is a dependency
         raise ImportError(f"{purpose} needs numba (pip install numba)") from exc
-    jit = numba.njit(cache=True, nogil=True)
+    for function in functions:
+        if "prange" in function.__code__.co_names:
+            # the kernel modules bind ``prange = range`` (numba not loaded); numba.prange is a range
+            # in plain Python and in serial builds too
+            function.__globals__["prange"] = numba.prange
+    jit = numba.njit(cache=True, nogil=True, parallel=bool(parallel))
     return tuple(jit(function) for function in functions)
+
+
+def parallel_threads() -> int:
+    """Threads the parallel kernels may use in the calling thread: numba's thread count in the
+    main thread (loads numba), 1 in any other thread (see the module docstring)."""
+    if threading.current_thread() is not threading.main_thread():
+        return 1
+    try:
+        import numba
+    except ImportError:  # pragma: no cover - numba is a dependency
+        return 1
+    return int(numba.get_num_threads())

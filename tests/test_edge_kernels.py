@@ -33,9 +33,11 @@ def _edges(rng, n_cols, m):
 @pytest.mark.parametrize("name", sorted(PENALTY_CASES))
 @pytest.mark.parametrize("move", [MOVE_NONE, MOVE_HALPERN, MOVE_RESTART])
 @pytest.mark.parametrize("part", [False, True])
-def test_compiled_sweep_matches_numpy(name, move, part):
+@pytest.mark.parametrize("threads", [1, 3])
+def test_compiled_sweep_matches_numpy(name, move, part, threads):
     """Moves, step, projection, divergence and residual agree with the NumPy path to rounding;
-    ``part``: a part's view (halo columns without divergence rows, some edges not counted)."""
+    ``part``: a part's view (halo columns without divergence rows, some edges not counted);
+    ``threads``: the serial build, and the threaded one scattering in three chunks."""
     penalty = PENALTY_CASES[name]
     rng = np.random.default_rng(7)
     n_cols, m, d = 30, 200, 3
@@ -54,8 +56,9 @@ def test_compiled_sweep_matches_numpy(name, move, part):
     for compiled in (False, True):
         U, Up, U0 = (a.copy() for a in state)
         DtUp = np.full((n_rows, d), np.nan)
-        sweep = EdgeSweep(head, tail, penalty, caps, n_rows, d, rowmap=rowmap, counted=counted, compiled=compiled)
-        assert sweep.compiled is compiled
+        sweep = EdgeSweep(head, tail, penalty, caps, n_rows, d, rowmap=rowmap, counted=counted, compiled=compiled,
+                          threads=threads)
+        assert sweep.compiled is compiled and sweep.threads == (threads if compiled else 1)
         residual = sweep(move, U, Up, U0, X, 0.4, DtUp, 0.75, 0.25, 0.9)
         outs.append((U, Up, U0, DtUp, residual))
     for x, y in zip(outs[0], outs[1]):
@@ -103,6 +106,29 @@ def test_declared_row_projection_is_the_penalty_prox():
     assert g.QuadraticForm(np.eye(d)).conjugate_prox_rows is None  # a d x d map per row
 
 
+def test_threads_only_in_the_main_thread():
+    """The threaded build runs in the main thread only (numba's workqueue layer must not be entered
+    from two threads; a Dask worker's thread runs its part serially)."""
+    import threading
+
+    import numba
+
+    rng = np.random.default_rng(0)
+    head, tail = _edges(rng, 10, 20)
+    assert jit.parallel_threads() == numba.get_num_threads()
+    assert EdgeSweep(head, tail, g.Norm2(), np.ones(20), 10, 3, compiled=True).threads == numba.get_num_threads()
+    seen = {}
+
+    def probe():
+        seen["threads"] = jit.parallel_threads()
+        seen["sweep"] = EdgeSweep(head, tail, g.Norm2(), np.ones(20), 10, 3, compiled=True).threads
+
+    worker = threading.Thread(target=probe)
+    worker.start()
+    worker.join()
+    assert seen == {"threads": 1, "sweep": 1}
+
+
 def test_sweep_refusals():
     class Odd(g.Norm2):
         conjugate_prox_rows = "ellipsoid"
@@ -128,7 +154,9 @@ def test_size_rule_picks_the_kernels():
 
 
 @pytest.mark.parametrize("m", [None, 1])  # mixed m_i (some < d, some nodes without data); one sample each
-def test_lowrank_prox_kernel_matches_numpy(monkeypatch, m):
+@pytest.mark.parametrize("threads", [1, 3])  # the serial build; the threaded one in three chunks
+def test_lowrank_prox_kernel_matches_numpy(monkeypatch, m, threads):
+    monkeypatch.setattr(jit, "parallel_threads", lambda: threads)
     problem = make_problem("squared_error", "norm2", seed=4, sizes=(20, 20), d=5, m=m)
     loss = problem.loss
     rng = np.random.default_rng(1)
@@ -138,6 +166,18 @@ def test_lowrank_prox_kernel_matches_numpy(monkeypatch, m):
     monkeypatch.setattr(jit, "MIN_ENTRIES", 0)
     got = loss.prox(np.asfortranarray(V), step)  # any memory layout
     np.testing.assert_allclose(got, expected, rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_squared_distance_prox_kernel_matches_numpy(monkeypatch, threads):
+    monkeypatch.setattr(jit, "parallel_threads", lambda: threads)
+    rng = np.random.default_rng(5)
+    loss = g.SquaredDistance(rng.normal(size=(30, 4)))
+    V, step = rng.normal(size=(30, 4)) * 10, rng.uniform(0.01, 5.0, size=30)
+    expected = loss.prox(V, step)
+    np.testing.assert_allclose(expected, (V + 2 * step[:, None] * loss.points) / (1 + 2 * step[:, None]), rtol=1e-14)
+    monkeypatch.setattr(jit, "MIN_ENTRIES", 0)
+    np.testing.assert_allclose(loss.prox(np.asfortranarray(V), step), expected, rtol=1e-14, atol=1e-14)
 
 
 @pytest.mark.parametrize("penalty", ["norm2", "norm1", "squared_norm2"])
@@ -156,15 +196,17 @@ def test_solver_with_kernels_matches_clarabel(monkeypatch, penalty):
     np.testing.assert_allclose(fast.W, numpy_path.W, atol=1e-9)
 
 
-def test_node_sweeps_match_numpy():
-    """Each compiled node update against the NumPy expression it replaces (which small problems run)."""
+@pytest.mark.parametrize("threads", [1, 2])
+def test_node_sweeps_match_numpy(threads):
+    """Each compiled node update (serial and threaded build) against the NumPy expression it
+    replaces (which small problems run)."""
     from gtvcvx.solvers._node_kernels import NodeSweeps
 
     rng = np.random.default_rng(7)
     n, d = 50, 4
     W, Wp, W0, DtU, DtUp, DtU0 = (rng.normal(size=(n, d)) for _ in range(6))
     tau = rng.uniform(0.1, 2.0, size=n)
-    numpy_path, compiled = NodeSweeps(n, d, compiled=False), NodeSweeps(n, d, compiled=True)
+    numpy_path, compiled = NodeSweeps(n, d, compiled=False), NodeSweeps(n, d, compiled=True, threads=threads)
     assert not numpy_path.compiled and compiled.compiled and not NodeSweeps(n, d).compiled
     for name, args in (("step", (W, DtU, tau, tau[:, None])), ("extrapolate", (Wp, W, 0.7)),
                        ("residual", (W, Wp, 1.0 / tau, DtU, DtUp)), ("halpern", (Wp, W.copy(), W0, 0.6, 0.4, 0.9))):

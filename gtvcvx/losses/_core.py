@@ -661,7 +661,9 @@ class SquaredError(_DesignLoss):
         rate = np.divide(2.0 * tau[:, 0], self.counts, out=np.zeros(self.n), where=self.counts > 0)
         if self.Q.size >= _jit.MIN_ENTRIES:  # one pass over the factors
             V = np.ascontiguousarray(V)
-            return _compiled.load()["lowrank_quadratic_prox"](self.Q, self.s, self.b, rate, V, np.empty_like(V))
+            threads = _jit.parallel_threads()
+            return _compiled.load(threads > 1)["lowrank_quadratic_prox"](self.Q, self.s, self.b, rate, V,
+                                                                         np.empty_like(V), threads)
         q = self._coords(V)
         c = (q + rate[:, None] * self.s * self.b) / (1.0 + rate[:, None] * self.s ** 2)
         return V + self._lift(c - q)
@@ -1035,7 +1037,11 @@ class SquaredDistance(Loss):
     def prox(self, V, step, *, warm_start=None) -> np.ndarray:
         V = self._check_W(V, "V")
         tau = _as_step(step, self.n)
-        # (V + 2 tau a) / (1 + 2 tau) with one (n, d) temporary: the fast core's hot path
+        if V.size >= _jit.MIN_ENTRIES:  # one compiled pass (the fast core's hot path)
+            kernel = _compiled.load(_jit.parallel_threads() > 1)["squared_distance_prox"]
+            return kernel(np.ascontiguousarray(self.points), np.ascontiguousarray(tau[:, 0]), np.ascontiguousarray(V),
+                          np.empty(V.shape))
+        # (V + 2 tau a) / (1 + 2 tau) with one (n, d) temporary
         out = np.multiply(2.0 * tau, self.points)
         out += V
         out /= 1.0 + 2.0 * tau

@@ -132,9 +132,10 @@ class Part:
         self.all_counted = self.counted.size == m
         rowmap = np.full(layout.ext_nodes.size, -1, dtype=np.int64)
         rowmap[layout.own_pos] = np.arange(layout.own_nodes.size)
-        # the dual half-step of the single-process loop, on the part's edges
+        # the dual half-step of the single-process loop, on the part's edges; one thread: the
+        # parts of a worker share its cores
         self.sweep = EdgeSweep(layout.edge_ends[:, 0], layout.edge_ends[:, 1], penalty, self.caps,
-                               layout.own_nodes.size, self.d, rowmap=rowmap, counted=layout.counted)
+                               layout.own_nodes.size, self.d, rowmap=rowmap, counted=layout.counted, threads=1)
         self.pending = (MOVE_NONE, 0.0, 0.0, 0.0)  # the move of U, done by the next dual step
         deg = np.maximum(layout.degree, 1).astype(float)
         self.inv_deg = 1.0 / deg

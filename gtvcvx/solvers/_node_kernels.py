@@ -23,13 +23,14 @@ from ._edge_kernels import MOVE_HALPERN
 from ._edge_kernels import _load as _edge_kernels
 from ._kernels import axpy, scal
 
+prange = range  # numba.prange once compiled (gtvcvx._jit.njit)
 __all__ = ["NodeSweeps", "squared_distance"]
 
 
 def node_step(W, DtU, tau, out):
     """``out <- W - tau_i (D^T U)_i`` row by row (the prox's argument)."""
     n, d = W.shape
-    for i in range(n):
+    for i in prange(n):
         t = tau[i]
         for k in range(d):
             out[i, k] = W[i, k] - t * DtU[i, k]
@@ -39,7 +40,7 @@ def node_extrapolate(Wp, W, sigma, out):
     """``out <- sigma (2 W+ - W)`` (the point the dual step gathers)."""
     n, d = W.shape
     two_sigma = 2.0 * sigma
-    for i in range(n):
+    for i in prange(n):
         for k in range(d):
             out[i, k] = two_sigma * Wp[i, k] - sigma * W[i, k]
 
@@ -50,13 +51,15 @@ def node_residual(W, Wp, inv_tau, DtU, DtUp):
     n, d = W.shape
     diagonal = 0.0
     cross = 0.0
-    for i in range(n):
+    for i in prange(n):
         row = 0.0
+        row_cross = 0.0
         for k in range(d):
             dw = W[i, k] - Wp[i, k]
             row += dw * dw
-            cross += dw * (DtU[i, k] - DtUp[i, k])
+            row_cross += dw * (DtU[i, k] - DtUp[i, k])
         diagonal += row * inv_tau[i]
+        cross += row_cross
     return diagonal, 2.0 * cross
 
 
@@ -70,7 +73,7 @@ def squared_distance(A: np.ndarray, B: np.ndarray, weights: np.ndarray | None = 
             return float(np.einsum("nd,nd->", diff, diff))
         return float(np.einsum("nd,nd->n", diff, diff) @ weights)
     weights = np.ones(A.shape[0]) if weights is None else np.ascontiguousarray(weights, dtype=float)
-    return float(_load()[2](A, B, weights, A, A)[0])  # node_residual's diagonal (its cross term is 0)
+    return float(_load(_jit.parallel_threads() > 1)[2](A, B, weights, A, A)[0])  # node_residual's diagonal (its cross term is 0)
 
 
 class NodeSweeps:
@@ -82,14 +85,18 @@ class NodeSweeps:
         Rows and columns of the node arrays.
     compiled : bool, optional
         Default: ``n d >= gtvcvx._jit.MIN_ENTRIES``.
+    threads : int, optional
+        As for :class:`~gtvcvx.solvers._edge_kernels.EdgeSweep` (default
+        :func:`gtvcvx._jit.parallel_threads`).
     """
 
-    def __init__(self, n: int, d: int, compiled: bool | None = None):
+    def __init__(self, n: int, d: int, compiled: bool | None = None, threads: int | None = None):
         self.compiled = n * d >= _jit.MIN_ENTRIES if compiled is None else bool(compiled)
         self._buffers = (np.empty((n, d)), np.empty((n, d))) if self.compiled else None
         if self.compiled:
-            self._step, self._extrapolate, self._residual = _load()
-            self._move = _edge_kernels()[0]  # edge_move: the same Halpern formula, row by row
+            parallel = (_jit.parallel_threads() if threads is None else int(threads)) > 1
+            self._step, self._extrapolate, self._residual = _load(parallel)
+            self._move = _edge_kernels(parallel)[0]  # edge_move: the same Halpern formula, row by row
 
     def step(self, W, DtU, tau, tau_col):
         """``W - tau D^T U`` (a kept buffer when compiled: valid until the next call)."""
@@ -134,9 +141,11 @@ class NodeSweeps:
 
 
 @cache
-def _load():
-    """The node kernels compiled by numba, their specializations loaded now."""
-    kernels = njit(node_step, node_extrapolate, node_residual, purpose="the fast core's node kernels")
+def _load(parallel: bool = False):
+    """The node kernels compiled by numba (``parallel``: the threaded build), their
+    specializations loaded now."""
+    kernels = njit(node_step, node_extrapolate, node_residual, purpose="the fast core's node kernels",
+                   parallel=parallel)
     step, extrapolate, residual = kernels
     X, t = np.zeros((1, 1)), np.ones(1)
     step(X, X, t, X.copy())
