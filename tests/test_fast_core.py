@@ -180,3 +180,34 @@ def test_callback_arrays_are_not_overwritten_by_later_checkpoints(monkeypatch):
     for W, W_then, U, U_then, cert_U, primal in seen:
         assert np.array_equal(W, W_then) and np.array_equal(U, U_then) and cert_U is U
         assert problem.objective(W) == pytest.approx(primal, rel=1e-12)
+
+
+def test_lanczos_estimate_of_large_graphs(monkeypatch):
+    """Large graphs get the Lanczos estimate (30 steps, one compiled pass over the edges each):
+    within 1 % of the spectrum from below (before the margin), and the power method's estimate
+    on small graphs is unchanged (the two agree on the same operator)."""
+    import scipy.sparse as sp
+
+    from gtvcvx.solvers._pdhg_common import top_eigenvalue
+
+    graph = g.graphs.sbm([150, 150], 0.2, 0.02, seed=4).graph
+    deg = graph.degree.astype(float)
+    S = sp.diags(1.0 / np.sqrt(deg))
+    operator = (S @ graph.laplacian() @ S).tocsr()
+    true = np.linalg.eigvalsh(operator.toarray()).max()
+    start = np.random.default_rng(0).standard_normal(graph.n)
+    lanczos = top_eigenvalue(lambda x: operator @ x, start, lanczos=True)
+    power = top_eigenvalue(lambda x: operator @ x, start, lanczos=False)
+    assert true * 0.99 <= lanczos <= true * (1 + 1e-12)
+    assert power <= lanczos  # (the power method's 60 steps trail Lanczos's 30)
+    assert top_eigenvalue(lambda x: 0.0 * x, start, lanczos=True) == 0.0
+    assert top_eigenvalue(lambda x: 0.0 * x, start, lanczos=False) == 0.0
+    # step_norm_estimate takes the Lanczos path from gtvcvx._jit.MIN_ENTRIES edges (the compiled pass)
+    import gtvcvx._jit as jit
+    from gtvcvx.solvers.gtv import _step_norm_estimate
+
+    small = _step_norm_estimate(graph)
+    monkeypatch.setattr(jit, "MIN_ENTRIES", 0)
+    large = _step_norm_estimate(graph)
+    assert np.sqrt(true / 2) * 1.05 * 0.99 <= large <= np.sqrt(true / 2) * 1.05 * (1 + 1e-12)
+    assert large > small
