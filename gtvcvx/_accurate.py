@@ -132,12 +132,14 @@ def gathered_residuals_dot2(y, X, W, rows, *, sign: float = -1.0) -> np.ndarray:
     # exact power-of-two scaling so that no operand exceeds the splitter's range and no
     # product or partial sum overflows (the result is scaled back, and may be +-inf only if
     # the true value is)
-    shift = _overflow_shift(X, W, out)
+    x_max, w_max = _abs_max(X), _abs_max(W)  # (one pass each over the samples: 1.6 GB at 2e7 x 10)
+    shift = _overflow_shift(X, W, out, x_max, w_max)
     if shift:
         X = np.ldexp(X, -shift[0])
         W = np.ldexp(W, -shift[1])
         out = np.ldexp(out, -(shift[0] + shift[1]))
-    huge = _abs_max(X) > _SPLIT_LIMIT or _abs_max(W) > _SPLIT_LIMIT
+        x_max, w_max = np.ldexp(x_max, -shift[0]), np.ldexp(w_max, -shift[1])
+    huge = x_max > _SPLIT_LIMIT or w_max > _SPLIT_LIMIT
     if not huge and X.size >= _jit.MIN_ENTRIES:  # one compiled pass
         _load_dot2(_jit.parallel_threads() > 1)(out, np.ascontiguousarray(X), np.ascontiguousarray(W),
                                                 np.ascontiguousarray(rows, dtype=np.int64))
@@ -222,14 +224,14 @@ def _abs_max(a: np.ndarray) -> float:
     return float(np.maximum(a.max(), -a.min()))
 
 
-def _overflow_shift(X, W, y):
+def _overflow_shift(X, W, y, x_max: float, w_max: float):
     """Binary exponents ``(kx, kw)`` that keep ``X 2^-kx``, ``W 2^-kw`` within the splitter's
-    range and their row products and sums with ``y 2^-(kx+kw)`` finite; ``None`` if not needed."""
-    def log2max(a):
-        m = _abs_max(a)
+    range and their row products and sums with ``y 2^-(kx+kw)`` finite; ``None`` if not needed
+    (``x_max``, ``w_max``: ``max |X|``, ``max |W|``)."""
+    def log2(m):
         return np.log2(m) if m > 0 else -np.inf
 
-    lx, lw, ly = log2max(X), log2max(W), log2max(y)
+    lx, lw, ly = log2(x_max), log2(w_max), log2(_abs_max(y))
     room = 1000.0 - np.log2(X.shape[1] + 2)
     if max(lx, lw) <= 990 and lx + lw <= room and ly <= room:
         return None
