@@ -31,7 +31,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--skip-scale", action="store_true", help="skip the scaling part")
     parser.add_argument("--reference-time-limit", type=float, default=1800.0,
                         help="seconds allowed per reference solve (default 1800)")
-    parser.add_argument("--max-edges", type=float, default=1e6, help="largest |E| of the scaling part")
+    parser.add_argument("--max-edges", type=float, default=1e6,
+                        help="largest |E| of the scaling part: 1e4, 1e5, 1e6 (default), 1e7 (~14 GB, ~5 min)")
 
 
 # ---------------------------------------------------------------------------------- builders
@@ -128,24 +129,38 @@ def _ratio_lines(rows: list[dict]) -> str:
 
 
 def _scale_sizes(args) -> list[int]:
-    sizes = [10_000, 100_000, 1_000_000] if not args.quick else [2_000, 10_000]
+    sizes = [10_000, 100_000, 1_000_000, 10_000_000] if not args.quick else [2_000, 10_000]
     return [e for e in sizes if e <= args.max_edges]
 
 
 def _scale_part(args, bar: Progress) -> tuple[str, list[dict]]:
+    from .distributed import bytes_bound, stream_bandwidth
+
     rows = []
+    bandwidth = stream_bandwidth()  # one thread, this process, before the runs (GB/s)
     for n_edges in _scale_sizes(args):
         n_nodes = max(1000, n_edges // 10)
         run = measured(bar, f"fast |E|~{n_edges}", build_sbm,
                        {"n_nodes": n_nodes, "n_edges": n_edges, "d": 10, "seed": 0},
                        call_fast, {"tol": 1e-4, "time_limit": 600.0})
         d = run.data
+        per_iteration = bound = float("nan")
+        if run.ok and d.get("iterations"):
+            per_iteration = (d["solve_time"] - d["certificate_time"]) / d["iterations"]
+            bound = bytes_bound(d["n"], d["n_edges"], d["d"]) / (bandwidth * 1e9)
         rows.append({"target_edges": n_edges, "n": d.get("n"), "n_edges": d.get("n_edges"), "d": d.get("d"),
                      "status": d.get("status") if run.ok else run.error, "rel_gap": d.get("rel_gap"),
                      "iterations": d.get("iterations"), "setup_s": d.get("setup_time"),
                      "solve_s": d.get("solve_time"), "certificate_s": d.get("certificate_time"),
+                     "total_s": (d.get("setup_time") or 0.0) + (d.get("solve_time") or 0.0) if run.ok else float("nan"),
+                     "per_iteration_s": per_iteration, "bytes_bound_s": bound, "x_bound": per_iteration / bound,
                      "peak_MiB": run.peak_mb, "extra_MiB": run.extra_mb})
-    return format_table(rows), rows
+    note = (f"per_iteration_s = (solve_s - certificate_s) / iterations; bytes_bound_s: the bytes an iteration "
+            f"must move (`gtvcvx.bench.distributed.bytes_bound`: 5 |E| d + n d (r + 8) doubles) at the one-thread "
+            f"`c = a + b` bandwidth measured in this process before the runs, {bandwidth:.1f} GB/s; "
+            f"x_bound = per_iteration_s / bytes_bound_s (the fast core's sweeps run on every core, "
+            f"`gtvcvx._jit.parallel_threads`).")
+    return note + "\n\n" + format_table(rows), rows
 
 
 def run(args) -> int:
