@@ -42,7 +42,7 @@ from ..progress import Progress
 from ..solvers._partition import partition_graph
 from ..solvers.distributed import PartData, SiteProblem, local_cluster
 from .gtv import build_sbm
-from .harness import format_table, publish, ratio, run_isolated
+from .harness import bytes_bound, format_table, publish, ratio, run_isolated, stream_bandwidth
 
 NAME = "distributed"
 HELP = "the Dask backend (1 and 2 workers) vs the single-process core at 10^6 and 10^7 edges"
@@ -146,24 +146,6 @@ def median_rows(rows: list[dict]) -> list[dict]:
         row["per_iteration_runs"] = " ".join(f"{t:.4g}" for t in times)
         out.append(row)
     return out
-
-
-def bytes_bound(n: int, n_edges: int, d: int, rank: int = 10) -> float:
-    """Bytes one Halpern PDHG iteration must move: the flows ``U``, ``U+``, ``U0`` read and ``U``,
-    ``U+`` written (``5 |E| d`` doubles), and about ``n d (r + 8)`` doubles of node arrays and
-    loss factors (``W``, ``W+``, ``W0``, ``D^T U`` and its anchors, the step, ``Q``)."""
-    return 8.0 * (5 * n_edges * d + n * d * (rank + 8))
-
-
-def stream_bandwidth(n: int = 5_000_000, repeats: int = 60) -> float:
-    """GB/s of ``c = a + b`` on float64 arrays far larger than the caches (one thread)."""
-    a, b = np.random.default_rng(0).random((2, n))
-    c = np.empty_like(a)
-    np.add(a, b, out=c)
-    start = time.perf_counter()
-    for _ in range(repeats):
-        np.add(a, b, out=c)
-    return 3 * 8 * n * repeats / (time.perf_counter() - start) / 1e9
 
 
 def bandwidth_rows() -> list[dict]:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 
 from ..progress import Progress
-from .harness import format_table, measured, publish, ratio
+from .harness import bytes_bound, format_table, measured, publish, ratio, stream_bandwidth
 
 NAME = "gtv"
 HELP = "GTV minimization: paper Table I instance vs CLARABEL/SCS, then scaling to 10^6 edges"
@@ -134,8 +134,6 @@ def _scale_sizes(args) -> list[int]:
 
 
 def _scale_part(args, bar: Progress) -> tuple[str, list[dict]]:
-    from .distributed import bytes_bound, stream_bandwidth
-
     rows = []
     bandwidth = stream_bandwidth()  # one thread, this process, before the runs (GB/s)
     for n_edges in _scale_sizes(args):
@@ -156,7 +154,7 @@ def _scale_part(args, bar: Progress) -> tuple[str, list[dict]]:
                      "per_iteration_s": per_iteration, "bytes_bound_s": bound, "x_bound": per_iteration / bound,
                      "peak_MiB": run.peak_mb, "extra_MiB": run.extra_mb})
     note = (f"per_iteration_s = (solve_s - certificate_s) / iterations; bytes_bound_s: the bytes an iteration "
-            f"must move (`gtvcvx.bench.distributed.bytes_bound`: 5 |E| d + n d (r + 8) doubles) at the one-thread "
+            f"must move (`gtvcvx.bench.harness.bytes_bound`: 5 |E| d + n d (r + 8) doubles) at the one-thread "
             f"`c = a + b` bandwidth measured in this process before the runs, {bandwidth:.1f} GB/s; "
             f"x_bound = per_iteration_s / bytes_bound_s (the fast core's sweeps run on every core, "
             f"`gtvcvx._jit.parallel_threads`).")

@@ -15,7 +15,10 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Run", "run_isolated", "ratio", "write_bench_report", "publish", "format_table"]
+import numpy as np
+
+__all__ = ["Run", "run_isolated", "ratio", "write_bench_report", "publish", "format_table", "bytes_bound",
+           "stream_bandwidth"]
 
 
 @dataclass
@@ -151,3 +154,22 @@ def publish(out_dir, target: str, markdown: str, rows: list[dict]) -> int:
     path = write_bench_report(out_dir, target, markdown, rows)
     print(f"\nwritten: {path}")
     return 0
+
+
+# ---------------------------------------------------------------------------------- bandwidth
+def bytes_bound(n: int, n_edges: int, d: int, rank: int = 10) -> float:
+    """Bytes one Halpern PDHG iteration must move: the flows ``U``, ``U+``, ``U0`` read and ``U``,
+    ``U+`` written (``5 |E| d`` doubles), and about ``n d (r + 8)`` doubles of node arrays and
+    loss factors (``W``, ``W+``, ``W0``, ``D^T U`` and its anchors, the step, ``Q``)."""
+    return 8.0 * (5 * n_edges * d + n * d * (rank + 8))
+
+
+def stream_bandwidth(n: int = 5_000_000, repeats: int = 60) -> float:
+    """GB/s of ``c = a + b`` on float64 arrays far larger than the caches (one thread)."""
+    a, b = np.random.default_rng(0).random((2, n))
+    c = np.empty_like(a)
+    np.add(a, b, out=c)
+    start = time.perf_counter()
+    for _ in range(repeats):
+        np.add(a, b, out=c)
+    return 3 * 8 * n * repeats / (time.perf_counter() - start) / 1e9
