@@ -1078,5 +1078,5 @@ def _certificate_of(problem: GTVProblem, W, flow: FeasibleFlow, projector: FlowP
 def stationarity(problem: GTVProblem, W, U) -> float:
     """``||r||_F / (1 + ||D^T U||_F)`` with ``r_i`` the distance of ``-(D^T U)_i`` from
     ``d L_i(w_i)`` (:meth:`~gtvcvx.losses.Loss.node_stationarity`), as the core reports it."""
-    V = -(problem.graph.incidence.T @ U)
+    V = -divergence(problem.graph, U)
     return float(np.linalg.norm(problem.loss.node_stationarity(W, V)) / (1.0 + np.linalg.norm(V)))

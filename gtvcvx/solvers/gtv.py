@@ -22,7 +22,7 @@ from .._threads import blas_threads as _blas_threads
 from .._validation import check_positive_int, check_positive_number, check_time_limit
 from ..problem import GTVProblem
 from ..results import GTVResult, Status
-from ._edge_kernels import MOVE_HALPERN, MOVE_NONE, MOVE_RESTART, EdgeSweep
+from ._edge_kernels import MOVE_HALPERN, MOVE_NONE, MOVE_RESTART, EdgeSweep, divergence
 from ._node_kernels import NodeSweeps, squared_distance
 from ._pdhg_common import CHECK_SPACING as _CHECK_SPACING
 from ._pdhg_common import IterationInfo, initial_primal_weight, uniqueness_note, warm_start_parts
@@ -365,7 +365,6 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
 
     # ---- setup
     graph, loss, penalty = problem.graph, problem.loss, problem.penalty
-    D = graph.incidence
     caps = np.ascontiguousarray(problem.capacities)
     # the dual half-step; D has +1 at edges[:, 0] and -1 at edges[:, 1]
     sweep = EdgeSweep(*graph.end_columns, penalty, caps, problem.n, problem.d)  # (no copies of the ends)
@@ -387,7 +386,7 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
         np.copyto(best_flow, cert.U)
         return dataclasses.replace(cert, U=best_flow)
     check_min, check_fraction = _CHECK_SPACING["cheap" if projector.operator is None else "projection"]
-    DtU = D.T @ U
+    DtU = divergence(graph, U)  # (the compiled scatter on large graphs: no sparse D built)
     W0, U0, DtU0 = W.copy(), U.copy(), DtU.copy()
     Up = np.empty_like(U)  # the dual step U+ = prox(U + sigma D (2 W+ - W))
     DtUp = np.empty_like(DtU)

@@ -32,6 +32,7 @@ from scipy.sparse.linalg import spsolve
 from .._linesearch import armijo_step
 from ..capabilities import provides
 from ..problem import GTVProblem
+from ._edge_kernels import differences
 from .certificate import Certificate, certify_pair
 from .certify import flow_from_primal
 from .quadratic import MAX_BLOCK_ENTRIES, node_quadratics
@@ -108,7 +109,7 @@ def reduced_newton(Hc, gc, pairs, caps_q, v, *, max_iter: int = 40, t_min: float
 
 def fused_clusters(problem: GTVProblem, W, threshold: float = 1e-6) -> tuple[int, np.ndarray]:
     """``(k, labels)``: components of the edges with ``||(DW)_e|| <= threshold * max |W|``."""
-    Z = problem.graph.incidence @ W
+    Z = differences(problem.graph, W)  # (a compiled gather on large graphs)
     scale = max(float(np.abs(W).max(initial=0.0)), np.finfo(float).tiny)
     return problem.graph.edge_components(np.linalg.norm(Z, axis=1) <= threshold * scale)
 
