@@ -8,11 +8,15 @@ are numba ``prange`` loops, plain ranges in the serial build). They run on numba
 (``NUMBA_NUM_THREADS``, or :func:`numba.set_num_threads` in the calling thread; default: every
 core), and only in the main thread (:func:`parallel_threads`): numba's fallback threading layer,
 ``workqueue``, must not be entered by two threads at once, and a Dask worker's or a caller's thread
-pool already has its own parallelism.
+pool already has its own parallelism. Unless ``NUMBA_THREADING_LAYER`` says otherwise, numba is
+asked for a fork-safe layer: with GNU OpenMP (numba's default where TBB is absent) a process
+forked after a threaded kernel ran (``multiprocessing``'s default start method on Linux) aborts
+on its own first threaded kernel.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 
 __all__ = ["MIN_ENTRIES", "njit", "parallel_threads"]
@@ -33,6 +37,8 @@ def njit(*functions, purpose: str, parallel: bool = False):
         import numba
     except ImportError as exc:  # pragma: no cover - numba is a dependency
         raise ImportError(f"{purpose} needs numba (pip install numba)") from exc
+    if parallel:
+        _prefer_forksafe(numba)
     for function in functions:
         if "prange" in function.__code__.co_names:
             # the kernel modules bind ``prange = range`` (numba not loaded); numba.prange is a range
@@ -51,4 +57,12 @@ def parallel_threads() -> int:
         import numba
     except ImportError:  # pragma: no cover - numba is a dependency
         return 1
+    _prefer_forksafe(numba)  # (before get_num_threads: it starts the threading layer)
     return int(numba.get_num_threads())
+
+
+def _prefer_forksafe(numba) -> None:
+    """Ask numba for a fork-safe threading layer unless the caller chose one (no effect once a
+    layer is running)."""
+    if "NUMBA_THREADING_LAYER" not in os.environ and numba.config.THREADING_LAYER == "default":
+        numba.config.THREADING_LAYER = "forksafe"

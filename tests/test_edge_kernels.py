@@ -264,3 +264,36 @@ def test_gradient_kernel_matches_numpy(monkeypatch):
     expected = loss.gradient(W)
     monkeypatch.setattr(jit, "MIN_ENTRIES", 0)
     np.testing.assert_array_equal(loss.gradient(W + 0.0), expected)  # same sums, same order
+
+
+def test_threaded_kernels_survive_a_fork():
+    """A process forked after a threaded kernel ran (multiprocessing's default on Linux) runs the
+    kernels again: gtvcvx asks numba for a fork-safe threading layer (GNU OpenMP aborts there)."""
+    import subprocess
+    import sys
+
+    code = """
+import multiprocessing as mp, os
+os.environ.pop("NUMBA_THREADING_LAYER", None)
+import numpy as np
+import gtvcvx as g
+from gtvcvx.solvers._edge_kernels import laplacian_product
+import gtvcvx._jit as jit
+jit.MIN_ENTRIES = 0
+graph = g.graphs.sbm([40, 40], 0.3, 0.05, seed=0).graph
+x = np.arange(graph.n, dtype=float)
+expected = laplacian_product(graph, x)
+def child(queue):
+    queue.put(float(np.abs(laplacian_product(graph, x) - expected).max()))
+if __name__ == "__main__":
+    ctx = mp.get_context("fork")
+    queue = ctx.Queue()
+    p = ctx.Process(target=child, args=(queue,))
+    p.start(); p.join(120)
+    assert p.exitcode == 0, p.exitcode
+    assert queue.get(timeout=5) == 0.0
+"""
+    env = {k: v for k, v in __import__("os").environ.items() if k != "NUMBA_THREADING_LAYER"}
+    env["NUMBA_NUM_THREADS"] = "2"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 
 from ..progress import Progress
-from .harness import format_table, measured, publish, ratio
+from .harness import format_table, measured, publish, ratio, warm_compiled_kernels
 
 NAME = "clustering"
 HELP = ("convex clustering: SSNAL and the Halpern PDHG core vs CLARABEL/SCS on 500 points (k=10), then "
@@ -263,6 +263,7 @@ def _compile_part(args, bar: Progress) -> tuple[str, list[dict]]:
 
 
 def run(args) -> int:
+    warm_compiled_kernels()  # (the runs' fresh processes then load the kernels from numba's cache)
     n = 200 if args.quick else args.n
     methods = _methods(args)
     sections = ["## Convex clustering (`gtvcvx bench clustering`)", "",

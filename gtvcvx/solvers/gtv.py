@@ -141,6 +141,9 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
     blas_threads : int or None
         Threads BLAS may use during the solve (default 1: the iteration's level-1 BLAS calls
         are too small to pay for thread synchronization); None keeps the process setting.
+        The compiled sweeps of large problems (``gtvcvx._jit.MIN_ENTRIES`` flow entries on) use
+        numba's thread count instead (``NUMBA_NUM_THREADS`` or :func:`numba.set_num_threads`;
+        default every core), in the main thread only (:func:`gtvcvx._jit.parallel_threads`).
     backend : {"local", "dask"}
         ``"dask"``: the same iteration and certificate on a Dask cluster, the graph split into
         METIS parts whose data stay on their workers
