@@ -88,4 +88,3 @@ def load(parallel: bool = False):
     sums(np.zeros((1, 1)), np.zeros(1), np.zeros(1, np.int64), np.zeros((1, 1)))
     # (specializations loaded above, not inside a timed iteration)
     return {"lowrank_quadratic_prox": prox, "squared_distance_prox": distance_prox, "node_weighted_sums": sums}
-
