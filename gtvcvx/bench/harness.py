@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import _accurate
 from ..losses import _compiled
+from ..penalties import _compiled as _penalty_kernels
 from ..solvers import _edge_kernels, _node_kernels
 
 __all__ = ["Run", "run_isolated", "ratio", "write_bench_report", "publish", "format_table", "bytes_bound",
@@ -190,5 +191,6 @@ def warm_compiled_kernels() -> float:
         _edge_kernels._load_laplacian(parallel)
         _node_kernels._load(parallel)
         _compiled.load(parallel)
+        _penalty_kernels.load(parallel)
         _accurate._load_dot2(parallel)
     return time.perf_counter() - start

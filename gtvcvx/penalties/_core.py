@@ -35,8 +35,10 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
+from .. import _jit
 from ..capabilities import CapabilityError, optional, registrar
 from .._validation import as_float_array
+from . import _compiled
 
 __all__ = ["Penalty", "Norm2", "Norm1", "SquaredNorm2", "CAPACITY_RTOL", "PENALTIES", "register_penalty",
            "get_penalty"]
@@ -113,6 +115,11 @@ class Penalty(ABC):
         """Projection of every ``u_e`` onto the domain of the conjugate (a new array, or ``out``:
         a float64 array of ``U``'s shape, e.g. a buffer kept across calls)."""
         U, scale = _rows(U, "U", scale)
+        kind = _compiled.ROW_PROJECTIONS.get(self.conjugate_prox_rows) if self.is_norm else None
+        if kind is not None and U.size >= _jit.MIN_ENTRIES:  # one compiled pass, no copy first
+            out = np.empty(U.shape) if out is None else out
+            project = _compiled.load(_jit.parallel_threads() > 1)["project_rows"]
+            return project(np.ascontiguousarray(U), np.ascontiguousarray(scale, dtype=float), kind, out)
         if out is None:
             out = U.copy()
         else:
