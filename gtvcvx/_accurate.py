@@ -133,7 +133,7 @@ def gathered_residuals_dot2(y, X, W, rows, *, sign: float = -1.0) -> np.ndarray:
     # product or partial sum overflows (the result is scaled back, and may be +-inf only if
     # the true value is)
     x_max, w_max = _abs_max(X), _abs_max(W)  # (one pass each over the samples: 1.6 GB at 2e7 x 10)
-    shift = _overflow_shift(X, W, out, x_max, w_max)
+    shift = _overflow_shift(x_max, w_max, out, X.shape[1])
     if shift:
         X = np.ldexp(X, -shift[0])
         W = np.ldexp(W, -shift[1])
@@ -224,15 +224,15 @@ def _abs_max(a: np.ndarray) -> float:
     return float(np.maximum(a.max(), -a.min()))
 
 
-def _overflow_shift(X, W, y, x_max: float, w_max: float):
-    """Binary exponents ``(kx, kw)`` that keep ``X 2^-kx``, ``W 2^-kw`` within the splitter's
-    range and their row products and sums with ``y 2^-(kx+kw)`` finite; ``None`` if not needed
-    (``x_max``, ``w_max``: ``max |X|``, ``max |W|``)."""
+def _overflow_shift(x_max: float, w_max: float, y, d: int):
+    """Binary exponents ``(kx, kw)`` that keep ``X 2^-kx``, ``W 2^-kw`` (``max |X| = x_max``,
+    ``max |W| = w_max``) within the splitter's range and their ``d``-term row products and sums
+    with ``y 2^-(kx+kw)`` finite; ``None`` if not needed."""
     def log2(m):
         return np.log2(m) if m > 0 else -np.inf
 
     lx, lw, ly = log2(x_max), log2(w_max), log2(_abs_max(y))
-    room = 1000.0 - np.log2(X.shape[1] + 2)
+    room = 1000.0 - np.log2(d + 2)
     if max(lx, lw) <= 990 and lx + lw <= room and ly <= room:
         return None
     kx = max(0, int(np.ceil(lx - 990))) if np.isfinite(lx) else 0
