@@ -323,3 +323,41 @@ def test_compiled_domain_projection_matches_numpy(monkeypatch, threads, name):
     for result in (got, into):
         np.testing.assert_allclose(result, expected, rtol=1e-14, atol=1e-15)
     assert np.array_equal(U, kept) and np.abs(expected - U).max() > 0.1  # (something was projected)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("name", sorted(PENALTY_CASES))
+def test_compiled_edge_terms_match_the_penalty(monkeypatch, threads, name):
+    """The certificate's edge values and Fenchel-Young terms gathered on the fly (one compiled pass
+    for the l2 and l1 norms) equal the penalty's own methods on ``Z = D W``: flows inside their
+    balls, on them, beyond them (``+inf``) and NaN (non-finite), zero capacities; other penalties
+    keep the NumPy form. The edge difference norms likewise."""
+    from gtvcvx.solvers._edge_kernels import difference_norms, edge_norm_terms
+
+    penalty = PENALTY_CASES[name]
+    problem = make_problem("squared_error", "norm2", seed=3, sizes=(9, 8), d=3)
+    rng = np.random.default_rng(5)
+    m, d = problem.n_edges, 3
+    W = rng.normal(size=(problem.n, d))
+    caps = problem.capacities.copy()
+    caps[::7] = 0.0
+    U = rng.normal(size=(m, d))
+    if penalty.is_norm:
+        U = penalty.project_conjugate_domain(U, caps)
+        U[1] *= 1.0 + 1e-12  # on the ball's boundary to rounding: inside (CAPACITY_RTOL)
+        U[2] = U[2] * 1.01 + 1e-3  # outside
+        U[3, 0] = np.nan
+    Z = problem.graph.incidence @ W
+    values, gaps = penalty._edge_values(Z, caps), penalty._edge_fenchel_young(Z, U, caps)
+    monkeypatch.setattr(jit, "parallel_threads", lambda: threads)
+    monkeypatch.setattr(jit, "MIN_ENTRIES", 0)
+    with np.errstate(invalid="ignore"):
+        got_values, got_gaps = edge_norm_terms(problem.graph, W, U, caps, penalty)
+    np.testing.assert_allclose(got_values, values, rtol=1e-14, atol=1e-15)
+    finite = np.isfinite(gaps)
+    assert np.array_equal(np.isfinite(got_gaps), finite)
+    np.testing.assert_allclose(got_gaps[finite], gaps[finite], rtol=1e-13, atol=1e-14)
+    if penalty.is_norm:
+        assert finite[1] and not finite[2] and not finite[3]
+        assert got_gaps[2] == np.inf and finite.sum() == m - 2
+    np.testing.assert_allclose(difference_norms(problem.graph, W), np.linalg.norm(Z, axis=1), rtol=1e-14)

@@ -30,7 +30,7 @@ from ..losses import DOMAIN_RTOL
 from ..problem import GTVProblem
 from ..results import relative_gap
 from ._cg import conjugate_gradient
-from ._edge_kernels import differences, divergence
+from ._edge_kernels import differences, divergence, edge_norm_terms
 
 __all__ = ["Certificate", "FeasibleFlow", "FlowProjector", "feasible_flow", "certify_pair", "stationarity",
            "bounds_optimum", "constrained_nodes"]
@@ -1030,11 +1030,9 @@ def _certificate_of(problem: GTVProblem, W, flow: FeasibleFlow, projector: FlowP
     Uf = flow.U
     V = divergence(problem.graph, Uf)
     np.negative(V, out=V)
-    Z = differences(problem.graph, W, out=projector.buffer("differences", Uf.shape))  # used here only
-    caps = problem.capacities
     node_gaps, node_residual = problem.loss.certify_nodes(W, V)
-    edge_gaps = problem.penalty._edge_fenchel_young(Z, Uf, caps)
-    primal = float(problem.loss.node_values(W).sum() + problem.penalty._edge_values(Z, caps).sum())
+    edge_values, edge_gaps = edge_norm_terms(problem.graph, W, Uf, problem.capacities, problem.penalty)
+    primal = float(problem.loss.node_values(W).sum() + edge_values.sum())
     # the dual point of the losses is v' = v - residual: account for the residual rigorously
     cross = float(np.einsum("nd,nd->", W, node_residual))
     if node_residual.any():
