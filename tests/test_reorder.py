@@ -158,3 +158,44 @@ def test_every_loss_and_penalty_family_relabels_to_the_same_answer(monkeypatch, 
     # the returned pair certifies on the caller's problem as reported
     again = certify_pair(problem, relabelled.W, relabelled.U)
     assert again.rel_gap <= 1e-7 and again.dual <= plain.primal + 1e-9 * (1 + abs(plain.primal))
+
+
+def test_edge_block_order_is_the_same_problem_with_its_edges_sorted():
+    """Edges sorted by (block of the second end point, first end point), orientation and node labels
+    kept: the same objective, divergence and differences, maps that invert each other."""
+    problem = shuffled_knn(n=200, seed=4)
+    relabel = _reorder.edge_block_order(problem, force=True, block=16)
+    new = relabel.problem
+    edges = new.graph.edges
+    assert relabel.kind == "edge_blocks" and relabel.sign is None
+    assert np.array_equal(relabel.order, np.arange(problem.n)) and new.loss is problem.loss
+    assert np.array_equal(edges, problem.graph.edges[relabel.edge_order])
+    assert np.array_equal(new.graph.weights, problem.graph.weights[relabel.edge_order])
+    key = (edges[:, 1] // 16) * problem.n + edges[:, 0]
+    assert (np.diff(key) >= 0).all() and not (np.diff(problem.graph.edges[:, 1] // 16) >= 0).all()
+    rng = np.random.default_rng(1)
+    W = rng.normal(size=(problem.n, problem.d))
+    U = rng.normal(size=(problem.n_edges, problem.d))
+    assert new.objective(W) == pytest.approx(problem.objective(W), rel=1e-13)
+    assert np.allclose(new.divergence(relabel.flows_in(U)), problem.divergence(U), atol=1e-12)
+    assert np.array_equal(new.differences(W), relabel.flows_in(problem.differences(W)))
+    assert np.array_equal(relabel.flows_out(relabel.flows_in(U)), U)
+    # in this order already, or small: nothing to do
+    assert _reorder.edge_block_order(new, force=True, block=16) is None
+    assert _reorder.edge_block_order(problem) is None
+
+
+def test_edge_blocked_solve_agrees_with_clarabel_in_the_callers_order(monkeypatch):
+    monkeypatch.setattr(core, "locality_order", lambda problem: None)
+    monkeypatch.setattr(core, "edge_block_order",
+                        lambda problem: _reorder.edge_block_order(problem, force=True, block=8))
+    problem = shuffled_knn(n=120, seed=5)
+    ref = solve_primal(problem, "CLARABEL", **TIGHT)
+    fast = g.solve(problem, tol=1e-7, method="halpern")
+    assert fast.info["node_order"] == "edge_blocks"
+    assert fast.status == "optimal" and fast.rel_gap <= 1e-7
+    assert abs(fast.primal - ref.primal) <= 1e-6 * (1 + abs(ref.primal))
+    assert fast.dual <= ref.primal + 1e-10 * (1 + abs(ref.primal))
+    again = certify_pair(problem, fast.W, fast.U)  # the caller's edge order
+    assert again.rel_gap <= 1e-7
+    assert np.abs(fast.info["edge_gaps"] - again.edge_gaps).max() <= 1e-3 * again.edge_gaps.max()

@@ -14,6 +14,15 @@ problem (node ``i`` becomes ``position[i]``, edges sorted by their new end point
 orientation flips carries the negated flow), so certificates computed on it are certificates
 of the caller's problem.
 
+Where no relabelling gains locality (random graphs, e.g. stochastic block models), only the edges
+are reordered (:func:`edge_block_order`): sorted by the block of their second end point, then by
+their first. Within a block the second end points' rows (a few MB, :data:`BLOCK_BYTES`) stay in
+the caches and the first end points are read in increasing order; measured on this 2-core
+machine, 10^7 random edges on 10^6 nodes, compiled kernels on two threads (medians of five,
+alternating): gather 0.49-0.51 -> 0.17-0.21 s, scatter 0.72-0.88 -> 0.30-0.37 s (d = 7 and 10);
+d = 3: 0.30 / 0.48 -> 0.08 / 0.12 s; 3 * 10^6 edges on 3 * 10^5 nodes, d = 10: 0.15 / 0.24 -> 0.07 /
+0.13 s.
+
 References
 ----------
 .. [1] E. Cuthill, J. McKee, "Reducing the bandwidth of sparse symmetric matrices", Proc. 24th
@@ -25,6 +34,7 @@ References
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,7 +43,8 @@ import scipy.sparse as sp
 from ..graph import Graph
 from ..problem import GTVProblem
 
-__all__ = ["MIN_FLOW_ENTRIES", "MIN_NODE_BYTES", "MIN_SPAN_GAIN", "NodeOrder", "locality_order"]
+__all__ = ["BLOCK_BYTES", "MIN_FLOW_ENTRIES", "MIN_NODE_BYTES", "MIN_SPAN_GAIN", "NodeOrder", "edge_block_order",
+           "locality_order"]
 
 #: Relabel only problems with at least this many flow entries ``|E| d`` (a few iterations pay
 #: for the ordering: ~3 s for the ordering and the relabelled copy at 6.7 * 10^6 edges, where
@@ -43,6 +54,10 @@ MIN_FLOW_ENTRIES = 1 << 22
 MIN_NODE_BYTES = 16 << 20
 #: ... and where the mean distance between an edge's end points falls at least this much.
 MIN_SPAN_GAIN = 2.0
+#: The node rows of one block of second end points in :func:`edge_block_order` (the block has the
+#: power of two of nodes nearest to it). Measured (see above): 1.8-5.2 MB blocks were within 25 %
+#: of the best for d = 3, 7, 10 and 50; 0.6 MB and 10 MB blocks were slower.
+BLOCK_BYTES = 2 << 20
 
 
 @dataclass(frozen=True)
@@ -57,14 +72,19 @@ class NodeOrder:
     order, position : (n,) int arrays
         New to old and old to new node labels (inverse permutations).
     edge_order : (m,) int array
-    sign : (m, 1) float array of +-1
+    sign : (m, 1) float array of +-1, or None
+        None: no edge changes orientation.
+    kind : str
+        How the order was made: ``"reverse_cuthill_mckee"`` (:func:`locality_order`) or
+        ``"edge_blocks"`` (:func:`edge_block_order`: the nodes keep their labels).
     """
 
     problem: GTVProblem
     order: np.ndarray
     position: np.ndarray
     edge_order: np.ndarray
-    sign: np.ndarray
+    sign: np.ndarray | None
+    kind: str = "reverse_cuthill_mckee"
 
     def nodes_in(self, W: np.ndarray) -> np.ndarray:
         """Caller's node rows -> relabelled."""
@@ -76,12 +96,15 @@ class NodeOrder:
 
     def flows_in(self, U: np.ndarray) -> np.ndarray:
         """Caller's flows -> relabelled (re-ordered, re-oriented)."""
-        return U[self.edge_order] * self.sign
+        moved = U[self.edge_order]
+        if self.sign is not None:
+            moved *= self.sign
+        return moved
 
     def flows_out(self, U: np.ndarray) -> np.ndarray:
         """Relabelled flows -> the caller's edges and orientation."""
         out = np.empty_like(U)
-        out[self.edge_order] = U * self.sign
+        out[self.edge_order] = U if self.sign is None else U * self.sign
         return out
 
     def edges_out(self, values: np.ndarray) -> np.ndarray:
@@ -144,3 +167,39 @@ def locality_order(problem: GTVProblem, force: bool = False) -> NodeOrder | None
     new_graph = Graph(n, np.ascontiguousarray(relabelled[edge_order]), graph.weights[edge_order])
     new_problem = GTVProblem(new_graph, problem.loss.subset(order), problem.penalty, problem.lam)
     return NodeOrder(new_problem, order, position, edge_order, sign)
+
+
+def edge_block_order(problem: GTVProblem, force: bool = False, block: int | None = None) -> NodeOrder | None:
+    """The problem with its edges sorted for cache reuse (node labels kept), or ``None``.
+
+    Parameters
+    ----------
+    problem : GTVProblem
+    force : bool
+        Reorder regardless of size (tests), unless the graph has no edges or is in this order.
+    block : int, optional
+        Nodes per block (default: from :data:`BLOCK_BYTES`).
+
+    Notes
+    -----
+    Edge ``e = (i, j)`` gets the key ``(floor(j / B), i)`` with ``B`` the power of two nearest to
+    ``BLOCK_BYTES / (8 d)`` nodes; the edges are sorted by it (stable, so deterministic), their
+    orientation kept. Applied when ``|E| d >= MIN_FLOW_ENTRIES`` and ``8 n d >= MIN_NODE_BYTES``
+    and the node rows span at least two blocks (:func:`locality_order` is tried first).
+    """
+    graph = problem.graph
+    n, m, d = problem.n, problem.n_edges, problem.d
+    if m == 0 or (not force and (m * d < MIN_FLOW_ENTRIES or 8 * n * d < MIN_NODE_BYTES)):
+        return None
+    block = 1 << max(0, round(math.log2(BLOCK_BYTES / (8.0 * d)))) if block is None else int(block)
+    if not force and n < 2 * block:
+        return None
+    key = (graph.edges[:, 1] // block) * n + graph.edges[:, 0]
+    if (key[1:] >= key[:-1]).all():
+        return None  # already in this order
+    edge_order = np.argsort(key, kind="stable")
+    del key
+    new_graph = Graph(n, np.ascontiguousarray(graph.edges[edge_order]), graph.weights[edge_order])
+    identity = np.arange(n)
+    return NodeOrder(GTVProblem(new_graph, problem.loss, problem.penalty, problem.lam), identity, identity,
+                     edge_order, None, kind="edge_blocks")

@@ -27,7 +27,7 @@ from ._node_kernels import NodeSweeps, squared_distance
 from ._pdhg_common import CHECK_SPACING as _CHECK_SPACING
 from ._pdhg_common import IterationInfo, initial_primal_weight, uniqueness_note, warm_start_parts
 from ._pdhg_common import step_norm_estimate as _step_norm_estimate
-from ._reorder import locality_order
+from ._reorder import edge_block_order, locality_order
 from .certificate import Certificate, FlowProjector, certify_pair, stationarity
 from .chain import chain_plan, solve_chain
 from .tree import solve_tree, tree_plan
@@ -200,6 +200,9 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
     by reverse Cuthill-McKee (:func:`~gtvcvx.solvers._reorder.locality_order`; ``W``, ``U``, the
     per-node and per-edge gaps and everything a callback sees are in the caller's labels,
     ``info["node_order"]`` says so): 10^6 points in 7-D, 10-NN, 0.93 -> 0.57 s per iteration.
+    Where relabelling gains nothing (random graphs) the edges are sorted into blocks of their
+    second end point instead (:func:`~gtvcvx.solvers._reorder.edge_block_order`,
+    ``info["node_order"] = "edge_blocks"``): gather and scatter 2-4x faster at 10^7 random edges.
 
     References
     ----------
@@ -334,11 +337,16 @@ def _caller_limits(result: GTVResult, max_iter: int, time_limit, left_iter: int,
 
 def _solve(problem, tol, max_iter, time_limit, warm_start, callback, *options) -> GTVResult:
     """The core on ``problem``, or on a copy relabelled for memory locality (large graphs,
-    :func:`~gtvcvx.solvers._reorder.locality_order`) with everything mapped back."""
+    :func:`~gtvcvx.solvers._reorder.locality_order`, else with its edges in cache blocks,
+    :func:`~gtvcvx.solvers._reorder.edge_block_order`) with everything mapped back."""
     t_start = time.perf_counter()
-    relabel = locality_order(problem)
+    relabel = locality_order(problem) or edge_block_order(problem)
     if relabel is None:
-        return _iterate(problem, tol, max_iter, time_limit, warm_start, callback, *options)
+        spent = time.perf_counter() - t_start  # (trying an order that did not pay: 4.5 s at 10^7 SBM edges)
+        left = None if time_limit is None else max(float(time_limit) - spent, 0.0)
+        result = _iterate(problem, tol, max_iter, left, warm_start, callback, *options)
+        result.setup_time += spent
+        return result
     warm = None if warm_start is None else relabel.warm_start_in(*warm_start_parts(problem, warm_start))
     inner_callback = None
     if callback is not None:
@@ -357,7 +365,7 @@ def _solve(problem, tol, max_iter, time_limit, warm_start, callback, *options) -
     result.U = relabel.flows_out(result.U)
     result.info["node_gaps"] = relabel.nodes_out(result.info["node_gaps"])
     result.info["edge_gaps"] = relabel.edges_out(result.info["edge_gaps"])
-    result.info["node_order"] = "reverse_cuthill_mckee"
+    result.info["node_order"] = relabel.kind
     result.setup_time += spent
     return result
 
