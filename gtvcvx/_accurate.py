@@ -103,7 +103,7 @@ def residuals_dot2(y, A, B, *, sign: float = -1.0) -> np.ndarray:
 _BLOCK = 8192
 
 
-def gathered_residuals_dot2(y, X, W, rows, *, sign: float = -1.0) -> np.ndarray:
+def gathered_residuals_dot2(y, X, W, rows, *, sign: float = -1.0, x_max: float | None = None) -> np.ndarray:
     """``y_k + sign * <X[k], W[rows[k]]>`` for every sample ``k``, in doubled precision.
 
     With ``sign = -1`` this is the residual ``y - X w`` of every sample (``rows`` maps a
@@ -118,6 +118,9 @@ def gathered_residuals_dot2(y, X, W, rows, *, sign: float = -1.0) -> np.ndarray:
     rows : ndarray (M,) of int
     sign : float
         ``+1`` or ``-1``.
+    x_max : float, optional
+        ``max |X|`` when the caller keeps it (a loss's samples do not change): one pass over the
+        samples instead of three (0.3 s per certificate at 2e7 x 10 samples).
 
     Returns
     -------
@@ -132,7 +135,8 @@ def gathered_residuals_dot2(y, X, W, rows, *, sign: float = -1.0) -> np.ndarray:
     # exact power-of-two scaling so that no operand exceeds the splitter's range and no
     # product or partial sum overflows (the result is scaled back, and may be +-inf only if
     # the true value is)
-    x_max, w_max = _abs_max(X), _abs_max(W)  # (one pass each over the samples: 1.6 GB at 2e7 x 10)
+    x_max = abs_max(X) if x_max is None else float(x_max)  # (two passes over 1.6 GB at 2e7 x 10)
+    w_max = abs_max(W)
     shift = _overflow_shift(x_max, w_max, out, X.shape[1])
     if shift:
         X = np.ldexp(X, -shift[0])
@@ -216,7 +220,7 @@ def _load_dot2(parallel: bool):
     return kernel
 
 
-def _abs_max(a: np.ndarray) -> float:
+def abs_max(a: np.ndarray) -> float:
     """``max |a|`` (0 for an empty array, NaN if ``a`` holds one) without an ``|a|`` temporary: at
     2e7 x 10 samples each temporary cost ~1.2 s of page faults per certificate."""
     if a.size == 0:
@@ -231,7 +235,7 @@ def _overflow_shift(x_max: float, w_max: float, y, d: int):
     def log2(m):
         return np.log2(m) if m > 0 else -np.inf
 
-    lx, lw, ly = log2(x_max), log2(w_max), log2(_abs_max(y))
+    lx, lw, ly = log2(x_max), log2(w_max), log2(abs_max(y))
     room = 1000.0 - np.log2(d + 2)
     if max(lx, lw) <= 990 and lx + lw <= room and ly <= room:
         return None

@@ -53,3 +53,26 @@ def test_compiled_pass_matches_the_blocks(monkeypatch):
         outs.append(gathered_residuals_dot2(y, X, W, rows))
     assert np.isnan(outs[0][5]) and np.isnan(outs[1][5])
     np.testing.assert_allclose(outs[1], outs[0], rtol=4e-16, atol=0)
+
+
+def test_a_kept_sample_maximum_gives_the_same_residuals():
+    """``x_max`` (a loss keeps ``max |X|`` of its read-only samples) replaces the passes over the
+    samples: the same residuals, also where the operands need the overflow shift."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(500, 4)) * 1e300
+    W = rng.normal(size=(20, 4)) * 1e10
+    rows = rng.integers(0, 20, size=500)
+    y = rng.normal(size=500) * 1e305
+    kept = float(np.abs(X).max())
+    with np.errstate(over="ignore"):
+        plain = gathered_residuals_dot2(y, X, W, rows)
+        given = gathered_residuals_dot2(y, X, W, rows, x_max=kept)
+    assert np.array_equal(plain, given) and np.isfinite(plain).any()
+
+
+def test_a_design_loss_keeps_its_samples_read_only():
+    import gtvcvx as g
+
+    loss = g.SquaredError([np.ones((2, 3)), np.zeros((1, 3))], [np.ones(2), np.zeros(1)])
+    assert not loss.X_all.flags.writeable and not loss.y_all.flags.writeable
+    assert loss._sample_abs_max == 1.0

@@ -86,5 +86,6 @@ def load(parallel: bool = False):
     fixed.flags.writeable = False
     distance_prox(fixed, np.ones(1), np.zeros((1, 1)), np.zeros((1, 1)))
     sums(np.zeros((1, 1)), np.zeros(1), np.zeros(1, np.int64), np.zeros((1, 1)))
+    sums(fixed, np.zeros(1), np.zeros(1, np.int64), np.zeros((1, 1)))  # (a design loss's samples)
     # (specializations loaded above, not inside a timed iteration)
     return {"lowrank_quadratic_prox": prox, "squared_distance_prox": distance_prox, "node_weighted_sums": sums}

@@ -35,7 +35,7 @@ from scipy.special import expit
 
 from dataclasses import dataclass
 
-from .._accurate import gathered_residuals_dot2
+from .._accurate import abs_max, gathered_residuals_dot2
 from .._validation import MAX_ELEMENTS, as_float_array, as_index_array, check_memory, check_positive_int
 from ..capabilities import CapabilityError, optional, registrar
 from .. import _jit
@@ -336,6 +336,8 @@ class _DesignLoss(Loss):
         self.X_all = np.concatenate([x.reshape(-1, self.d) for x in Xs]) if total else np.zeros((0, self.d))
         self.y_all = np.concatenate(ys) if total else np.zeros(0)
         self.node_of_sample = np.repeat(np.arange(self.n), self.counts)
+        # the data the factors and the certificates' cached maxima describe: read-only from here
+        self.X_all.flags.writeable = self.y_all.flags.writeable = False
         self._validate_labels()
         self._factor()
 
@@ -512,12 +514,17 @@ class _DesignLoss(Loss):
         and gradients at the same point.
         """
         return self._memo_samples("residuals", W, lambda: gathered_residuals_dot2(
-            self.y_all, self.X_all, W, self.node_of_sample))
+            self.y_all, self.X_all, W, self.node_of_sample, x_max=self._sample_abs_max))
 
     def _sample_margins(self, W) -> np.ndarray:
         """``x_k^T w_{i(k)}`` for every sample, in doubled precision."""
         return self._memo_samples("margins", W, lambda: gathered_residuals_dot2(
-            np.zeros(self.y_all.size), self.X_all, W, self.node_of_sample, sign=1.0))
+            np.zeros(self.y_all.size), self.X_all, W, self.node_of_sample, sign=1.0, x_max=self._sample_abs_max))
+
+    @cached_property
+    def _sample_abs_max(self) -> float:
+        """``max |X|`` over all samples (read-only data: computed once)."""
+        return abs_max(self.X_all)
 
     def _memo_samples(self, kind, W, compute):
         memo = self.__dict__.get("_sample_memo")
