@@ -346,6 +346,7 @@ def _solve(problem, tol, max_iter, time_limit, warm_start, callback, *options) -
         left = None if time_limit is None else max(float(time_limit) - spent, 0.0)
         result = _iterate(problem, tol, max_iter, left, warm_start, callback, *options)
         result.setup_time += spent
+        _caller_limits(result, max_iter, time_limit, max_iter, left)
         return result
     warm = None if warm_start is None else relabel.warm_start_in(*warm_start_parts(problem, warm_start))
     inner_callback = None
@@ -367,6 +368,7 @@ def _solve(problem, tol, max_iter, time_limit, warm_start, callback, *options) -
     result.info["edge_gaps"] = relabel.edges_out(result.info["edge_gaps"])
     result.info["node_order"] = relabel.kind
     result.setup_time += spent
+    _caller_limits(result, max_iter, time_limit, max_iter, left)
     return result
 
 
