@@ -211,3 +211,42 @@ def test_lanczos_estimate_of_large_graphs(monkeypatch):
     large = _step_norm_estimate(graph)
     assert np.sqrt(true / 2) * 1.05 * 0.99 <= large <= np.sqrt(true / 2) * 1.05 * (1 + 1e-12)
     assert large > small
+
+
+def test_predicted_spacing_aims_at_the_crossing_of_tol():
+    from gtvcvx.solvers._pdhg_common import predicted_spacing
+
+    # the gap falls 10x every 10 iterations: 1e-4 is 30 iterations past 1e-1, plus a quarter (38)
+    assert predicted_spacing(10, 100, [(90, 1.0), (100, 0.1)], 1e-4) == 38
+    assert predicted_spacing(10, 20, [(10, 1.0), (20, 0.1)], 1e-4) == 20  # at most the iterations so far
+    assert predicted_spacing(10, 1000, [(990, 1.0), (1000, 0.1)], 1e-12) == 40  # ... and 4x the spacing
+    assert predicted_spacing(10, 100, [(90, 1e-3), (100, 1.1e-4)], 1e-4) == 2  # at least a quarter of it
+    # without two decreasing finite gaps above tol: the plain spacing
+    for gaps in ([(10, 1.0)], [(10, 0.1), (20, 0.2)], [(10, np.inf), (20, 0.1)], [(10, 0.1), (20, 0.0)],
+                 [(10, 0.1), (20, 1e-5)]):
+        assert predicted_spacing(10, 20, gaps, 1e-4) == 10
+
+
+def test_predicted_certificates_keep_the_answer(monkeypatch):
+    """With the gap-predicted schedule of large problems forced onto a small one, the solve is
+    certified to tol, agrees with CLARABEL, and certifies at the iterations the rule gives."""
+    import gtvcvx.solvers.gtv as core
+    from gtvcvx.solvers._pdhg_common import CHECK_SPACING, predicted_spacing
+    from gtvcvx.solvers.certificate import FlowProjector
+
+    problem = make_problem("squared_error", "norm2", seed=4, sizes=(10, 8), d=3, lam=0.3)
+    ref = solve_primal(problem, "CLARABEL", tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+    monkeypatch.setattr(core, "PREDICT_FROM_ENTRIES", 0)
+    fast = g.solve(problem, tol=1e-8, method="halpern")
+    assert fast.status == "optimal" and fast.rel_gap <= 1e-8
+    assert abs(fast.primal - ref.primal) <= 1e-7 * (1 + abs(ref.primal))
+    assert fast.dual <= ref.primal + 1e-10 * (1 + abs(ref.primal))
+    history = list(zip(fast.history["iteration"], fast.history["rel_gap"]))
+    assert len(history) >= 4
+    kind = "cheap" if FlowProjector(problem).operator is None else "projection"
+    minimum, fraction = CHECK_SPACING[kind]
+    for k in range(2, len(history)):
+        # each check-point at the predicted spacing, or earlier (the residual trigger)
+        iteration = history[k - 1][0]
+        spacing = max(minimum, iteration // fraction)
+        assert history[k][0] - iteration <= predicted_spacing(spacing, iteration, history[:k], 1e-8)

@@ -17,11 +17,12 @@ of the caller's problem.
 Where no relabelling gains locality (random graphs, e.g. stochastic block models), only the edges
 are reordered (:func:`edge_block_order`): sorted by the block of their second end point, then by
 their first. Within a block the second end points' rows (a few MB, :data:`BLOCK_BYTES`) stay in
-the caches and the first end points are read in increasing order; measured on this 2-core
-machine, 10^7 random edges on 10^6 nodes, compiled kernels on two threads (medians of five,
-alternating): gather 0.49-0.51 -> 0.17-0.21 s, scatter 0.72-0.88 -> 0.30-0.37 s (d = 7 and 10);
-d = 3: 0.30 / 0.48 -> 0.08 / 0.12 s; 3 * 10^6 edges on 3 * 10^5 nodes, d = 10: 0.15 / 0.24 -> 0.07 /
-0.13 s.
+the caches and the first end points are read in increasing order. Measured on this 2-core
+machine, compiled kernels on two threads, medians of five alternating calls, gather / scatter:
+10^7 random edges on 10^6 nodes, d = 10: 0.51 / 0.88 -> 0.23 / 0.32 s; d = 7: 0.49 / 0.72 ->
+0.17 / 0.24 s; d = 3: 0.30 / 0.48 -> 0.08 / 0.12 s; 10^7 SBM edges (``gtvcvx bench gtv``), d = 10,
+inside the solve (25 iterations, same process, three alternating pairs): 0.61-0.69 / 0.94-0.98 ->
+0.34-0.37 / 0.43-0.46 s.
 
 References
 ----------
@@ -55,8 +56,9 @@ MIN_NODE_BYTES = 16 << 20
 #: ... and where the mean distance between an edge's end points falls at least this much.
 MIN_SPAN_GAIN = 2.0
 #: The node rows of one block of second end points in :func:`edge_block_order` (the block has the
-#: power of two of nodes nearest to it). Measured (see above): 1.8-5.2 MB blocks were within 25 %
-#: of the best for d = 3, 7, 10 and 50; 0.6 MB and 10 MB blocks were slower.
+#: power of two of nodes nearest to it). Measured (see above): the best of the sizes tried for
+#: d = 7 and 10 (1.3-10 MB), within 20 % of it for d = 3; for d = 50 (2 * 10^5 nodes) 6.5 MB blocks
+#: were 1.6x faster than the 1.6 MB this picks, which is still 1.2-1.6x faster than no blocks.
 BLOCK_BYTES = 2 << 20
 
 

@@ -25,6 +25,7 @@ from ..results import GTVResult, Status
 from ._edge_kernels import MOVE_HALPERN, MOVE_NONE, MOVE_RESTART, EdgeSweep, divergence
 from ._node_kernels import NodeSweeps, squared_distance
 from ._pdhg_common import CHECK_SPACING as _CHECK_SPACING
+from ._pdhg_common import PREDICT_FROM_ENTRIES, predicted_spacing
 from ._pdhg_common import IterationInfo, initial_primal_weight, uniqueness_note, warm_start_parts
 from ._pdhg_common import step_norm_estimate as _step_norm_estimate
 from ._reorder import edge_block_order, locality_order
@@ -434,6 +435,9 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
     # with check_every=None certificates also come when the fixed-point residual has fallen
     # about as much as the gap still has to (see `trigger`)
     cert_time = 0.0
+    certified = []  # (iteration, rel_gap) of every certificate
+    # large problems: certificates where the certified gaps predict tol (predicted_spacing)
+    predict = check_every is None and problem.n_edges * problem.d >= PREDICT_FROM_ENTRIES
     last_cert = 0.0  # cost of the latest certificate, to keep the next one inside a time budget
     iteration = 0
     Wp = W
@@ -484,6 +488,7 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
             this_cert = time.perf_counter() - c0
             last_cert = this_cert
             cert_time += this_cert
+            certified.append((iteration, cert.rel_gap))
             r_cert = r_prev
             # certify again once the residual has fallen by about what the gap still has to
             # fall (the gap decays roughly like r^1.4 in our measurements)
@@ -524,7 +529,10 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
                 break
             # otherwise geometrically spaced (about log(iterations) certificates in all); the
             # schedule depends on iteration counts only, so runs are reproducible
-            next_check = iteration + (check_every or max(check_min, iteration // check_fraction))
+            spacing = check_every or max(check_min, iteration // check_fraction)
+            if predict:
+                spacing = predicted_spacing(spacing, iteration, certified, tol)
+            next_check = iteration + spacing
         if time_limit is not None and time.perf_counter() - t_start > time_limit:
             status, message = Status.TIME_LIMIT, f"reached time_limit = {time_limit:g} s"
             break
