@@ -58,18 +58,23 @@ def test_small_or_local_graphs_keep_their_labels():
         _reorder.MIN_FLOW_ENTRIES, _reorder.MIN_NODE_BYTES = saved
 
 
+def _reordered_solve(problem, kind):
+    """The core's answer on a reordered copy (``kind``), checked against CLARABEL, and its W and U
+    recertified on the caller's problem (they are the caller's)."""
+    ref = solve_primal(problem, "CLARABEL", **TIGHT)
+    fast = g.solve(problem, tol=1e-7, method="halpern")
+    assert fast.info["node_order"] == kind
+    assert fast.status == "optimal" and fast.rel_gap <= 1e-7
+    assert abs(fast.primal - ref.primal) <= 1e-6 * (1 + abs(ref.primal))
+    assert fast.dual <= ref.primal + 1e-10 * (1 + abs(ref.primal))
+    return fast, certify_pair(problem, fast.W, fast.U)
+
+
 @pytest.mark.parametrize("loss, penalty", [("squared_distance", "norm2"), ("squared_error", "norm1"),
                                            ("logistic", "norm2")])
 def test_relabelled_solve_agrees_with_clarabel_in_the_callers_order(always_relabel, loss, penalty):
     problem = make_problem(loss, penalty, seed=2, sizes=(5, 4), d=3, lam=0.3)
-    ref = solve_primal(problem, "CLARABEL", **TIGHT)
-    fast = g.solve(problem, tol=1e-7, method="halpern")
-    assert fast.info["node_order"] == "reverse_cuthill_mckee"
-    assert fast.status == "optimal" and fast.rel_gap <= 1e-7
-    assert abs(fast.primal - ref.primal) <= 1e-6 * (1 + abs(ref.primal))
-    assert fast.dual <= ref.primal + 1e-10 * (1 + abs(ref.primal))
-    # W and U are the caller's: the certificate recomputed on the caller's problem agrees
-    again = certify_pair(problem, fast.W, fast.U)
+    fast, again = _reordered_solve(problem, "reverse_cuthill_mckee")
     assert again.rel_gap <= 1e-7
     assert problem.objective(fast.W) == pytest.approx(fast.primal, rel=1e-12)
     assert fast.info["node_gaps"].shape == (problem.n,) and fast.info["edge_gaps"].shape == (problem.n_edges,)
@@ -189,13 +194,6 @@ def test_edge_blocked_solve_agrees_with_clarabel_in_the_callers_order(monkeypatc
     monkeypatch.setattr(core, "locality_order", lambda problem: None)
     monkeypatch.setattr(core, "edge_block_order",
                         lambda problem: _reorder.edge_block_order(problem, force=True, block=8))
-    problem = shuffled_knn(n=120, seed=5)
-    ref = solve_primal(problem, "CLARABEL", **TIGHT)
-    fast = g.solve(problem, tol=1e-7, method="halpern")
-    assert fast.info["node_order"] == "edge_blocks"
-    assert fast.status == "optimal" and fast.rel_gap <= 1e-7
-    assert abs(fast.primal - ref.primal) <= 1e-6 * (1 + abs(ref.primal))
-    assert fast.dual <= ref.primal + 1e-10 * (1 + abs(ref.primal))
-    again = certify_pair(problem, fast.W, fast.U)  # the caller's edge order
+    fast, again = _reordered_solve(shuffled_knn(n=120, seed=5), "edge_blocks")
     assert again.rel_gap <= 1e-7
     assert np.abs(fast.info["edge_gaps"] - again.edge_gaps).max() <= 1e-3 * again.edge_gaps.max()
