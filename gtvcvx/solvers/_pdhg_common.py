@@ -15,8 +15,8 @@ from ..results import GTVResult
 from ._edge_kernels import laplacian_product
 from .certificate import Certificate
 
-__all__ = ["IterationInfo", "CHECK_SPACING", "PREDICT_FROM_ENTRIES", "predicted_spacing", "step_norm_estimate", "warm_start_parts", "initial_primal_weight",
-           "uniqueness_note"]
+__all__ = ["IterationInfo", "CHECK_SPACING", "PREDICT_FROM_ENTRIES", "predicted_spacing", "step_norm_estimate",
+           "warm_start_parts", "initial_primal_weight", "uniqueness_note"]
 
 
 @dataclass
@@ -46,8 +46,8 @@ PREDICT_FROM_ENTRIES = 1 << 22
 def predicted_spacing(spacing: int, iteration: int, gaps: list[tuple[int, float]], tol: float) -> int:
     """Iterations to the next certificate of a large problem: where the certified relative gap
     reaches ``tol`` at the geometric rate of the last two certificates (``gaps``: ``(iteration,
-    rel_gap)`` pairs) plus a quarter, at least ``spacing // 4`` and at most ``4 * spacing`` (and ``iteration``)
-    ahead; ``spacing`` itself without two decreasing finite gaps.
+    rel_gap)`` pairs) plus a quarter, at least ``spacing // 4`` and at most ``4 * spacing`` (and
+    ``iteration``) ahead; ``spacing`` itself without two decreasing finite gaps above ``tol``.
 
     Notes
     -----

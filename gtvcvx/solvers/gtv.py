@@ -135,8 +135,11 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
         Iterations between certificates (default: geometric spacing, every 1/8 of the
         iterations so far and at least 10, or 1/4 and at least 20 when certificates need the
         conservation projection; plus a certificate whenever the fixed-point residual has
-        fallen by about what the gap still has to). The schedule depends on
-        iteration counts only, so repeated runs give identical results.
+        fallen by about what the gap still has to; from ``|E| d >= 2^22`` flow entries, where a
+        certificate costs several iterations, the next one comes where the last two certified
+        gaps predict ``tol``: :func:`~gtvcvx.solvers._pdhg_common.predicted_spacing`). The
+        schedule depends on iteration counts and certified gaps only, so repeated runs give
+        identical results.
     restart_check : int
         Iterations between evaluations of the restart criteria.
     blas_threads : int or None
@@ -527,8 +530,9 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
             if call and callback(IterationInfo(iteration, elapsed, Wp.copy(), shown.U, shown, omega, restarts)):
                 status, message = Status.MAX_ITER, "stopped by callback"
                 break
-            # otherwise geometrically spaced (about log(iterations) certificates in all); the
-            # schedule depends on iteration counts only, so runs are reproducible
+            # otherwise geometrically spaced (about log(iterations) certificates in all), or where
+            # the gaps predict tol; the schedule depends on iteration counts and gaps only, so
+            # runs are reproducible
             spacing = check_every or max(check_min, iteration // check_fraction)
             if predict:
                 spacing = predicted_spacing(spacing, iteration, certified, tol)
