@@ -189,6 +189,7 @@ def warm_compiled_kernels() -> float:
     for parallel in (False, True):
         _edge_kernels._load(parallel)
         _edge_kernels._load_laplacian(parallel)
+        _edge_kernels._load_terms(parallel)
         _node_kernels._load(parallel)
         _compiled.load(parallel)
         _penalty_kernels.load(parallel)

@@ -442,8 +442,7 @@ def laplacian_product(graph, x: np.ndarray) -> np.ndarray:
 def _load_laplacian(parallel: bool):
     """:func:`edge_laplacian` compiled (``parallel``: the threaded build)."""
     (kernel,) = njit(edge_laplacian, purpose="the fast core's edge kernels", parallel=parallel)
-    ends = np.array([0, 1], dtype=np.int64)
-    ends.flags.writeable = False  # Graph.end_columns are read-only
+    ends = _read_only(np.array([0, 1], dtype=np.int64))  # (Graph.end_columns are read-only)
     kernel(np.zeros(2), ends[:1], ends[1:], np.zeros(2), np.zeros((1, 2)))
     return kernel
 
@@ -462,8 +461,7 @@ def _load(parallel: bool = False):
     gather(X, ends[:1], ends[1:], U)
     project(U, U.copy(), np.ones(1), 1.0, 1, np.zeros(0, np.uint8))
     scatter(U, U.copy(), ends[:1], ends[1:], none, np.zeros(0, np.uint8), X.copy(), spare, False)
-    fixed = ends.copy()  # the read-only ends of Graph.end_columns are another numba type
-    fixed.flags.writeable = False
+    fixed = _read_only(ends.copy())  # the read-only ends of Graph.end_columns are another numba type
     gather(X, fixed[:1], fixed[1:], U)
     scatter(U, U.copy(), fixed[:1], fixed[1:], none, np.zeros(0, np.uint8), X.copy(), spare, False)
     return kernels
