@@ -113,6 +113,38 @@ def test_chain_certificate_is_honest_for_a_suboptimal_W():
         assert cert.gap >= problem.objective(W) - exact.primal - 1e-12
 
 
+def test_a_long_chain_certifies_with_the_compiled_edge_terms_as_with_numpy(monkeypatch):
+    """From EXACT_COMPILED_ENTRIES flow entries the direct solve's certificate takes the compiled
+    one-pass edge terms (numba is loaded by the dynamic program): the same certificate as the
+    NumPy form's to rounding, and the same honesty for a perturbed W."""
+    from gtvcvx.solvers.chain import EXACT_COMPILED_ENTRIES, _stationary_flows
+
+    rng = np.random.default_rng(8)
+    n = EXACT_COMPILED_ENTRIES + 5
+    levels = np.repeat(rng.normal(size=40) * 3, -(-n // 40))[:n]
+    problem = g.GTVProblem(g.graphs.chain(n), g.SquaredDistance((levels + rng.normal(size=n))[:, None]),
+                           g.Norm1(), lam=2.0)
+    assert problem.n_edges * problem.d < g._jit.MIN_ENTRIES  # the size rule alone would take NumPy
+    from gtvcvx.solvers import certificate
+
+    asked = []
+    terms = certificate.edge_norm_terms
+    monkeypatch.setattr(certificate, "edge_norm_terms", lambda *a, **k: asked.append(k.get("compiled")) or terms(*a, **k))
+    result = g.solve(problem, tol=1e-9)
+    assert asked == [True]
+    monkeypatch.undo()
+    assert result.info["method"] == "chain" and result.status == "optimal"
+    numpy_cert = g.solvers.certify_pair(problem, result.W, result.U)
+    assert abs(result.gap - numpy_cert.gap) <= 1e-12 * abs(result.primal)
+    assert result.primal == pytest.approx(numpy_cert.primal, rel=1e-14)
+    np.testing.assert_allclose(result.info["edge_gaps"], numpy_cert.edge_gaps, rtol=1e-12, atol=1e-12)
+    W = result.W + 1e-3 * rng.normal(size=result.W.shape)
+    perturbed = g.solvers.chain.exact_result(problem, W, _stationary_flows(problem, W, chain_plan(problem)),
+                                             1e-9, 0.0, 0.0, "chain", {})
+    assert perturbed.gap >= problem.objective(W) - result.primal - 1e-9 * abs(result.primal)
+    assert perturbed.gap == pytest.approx(g.solvers.certify_pair(problem, W, perturbed.U).gap, rel=1e-10)
+
+
 def test_badly_scaled_data_is_still_certified_near_machine_precision():
     rng = np.random.default_rng(4)
     points = 1e9 + np.cumsum(rng.normal(size=(200, 2)), axis=0)

@@ -350,9 +350,16 @@ def test_compiled_edge_terms_match_the_penalty(monkeypatch, threads, name):
     Z = problem.graph.incidence @ W
     values, gaps = penalty._edge_values(Z, caps), penalty._edge_fenchel_young(Z, U, caps)
     monkeypatch.setattr(jit, "parallel_threads", lambda: threads)
+    with np.errstate(invalid="ignore"):  # compiled=True: at any size, as MIN_ENTRIES = 0 gives
+        asked = edge_norm_terms(problem.graph, W, U, caps, penalty, compiled=True)
     monkeypatch.setattr(jit, "MIN_ENTRIES", 0)
     with np.errstate(invalid="ignore"):
         got_values, got_gaps = edge_norm_terms(problem.graph, W, U, caps, penalty)
+        numpy_form = edge_norm_terms(problem.graph, W, U, caps, penalty, compiled=False)
+    np.testing.assert_array_equal(asked[0], got_values)
+    np.testing.assert_array_equal(asked[1], got_gaps)
+    np.testing.assert_array_equal(numpy_form[0], values)
+    np.testing.assert_array_equal(numpy_form[1], gaps)
     np.testing.assert_allclose(got_values, values, rtol=1e-14, atol=1e-15)
     finite = np.isfinite(gaps)
     assert np.array_equal(np.isfinite(got_gaps), finite)

@@ -24,7 +24,7 @@ from ..capabilities import CapabilityError, provides
 from ..problem import GTVProblem
 from ..results import GTVResult, Status
 from ._chain_kernels import compiled
-from .certificate import certify_pair
+from .certificate import FlowProjector, certify_pair
 
 __all__ = ["ChainPlan", "chain_plan", "solve_chain", "chain_refusal", "separable_refusal", "exact_result",
            "checked_plan", "centered_points"]
@@ -33,6 +33,10 @@ __all__ = ["ChainPlan", "chain_plan", "solve_chain", "chain_refusal", "separable
 #: any dimension; any norm ball when d = 1 (an interval).
 _SEPARABLE_BALLS = ("linf",)
 _INTERVAL_BALLS = ("l2", "linf")
+
+#: Flow entries from which a direct solve's certificate takes the compiled edge terms (numba is
+#: loaded by the dynamic program anyway; below, the NumPy form is as fast).
+EXACT_COMPILED_ENTRIES = 1 << 14
 
 
 @dataclass(frozen=True)
@@ -229,7 +233,10 @@ def exact_result(problem: GTVProblem, W, U, tol: float, setup_time: float, t_sol
                  info: dict) -> GTVResult:
     """The :class:`GTVResult` of a direct solve: ``(W, U)`` certified by :func:`certify_pair`, status
     ``optimal`` at ``tol`` or ``inaccurate`` with the reason float64 gives."""
-    cert = certify_pair(problem, W, U)
+    projector = FlowProjector(problem, warm=False)
+    # numba is loaded (the direct solvers' dynamic programs): the one-pass edge terms at any size
+    projector.compiled_terms = problem.n_edges * problem.d >= EXACT_COMPILED_ENTRIES
+    cert = certify_pair(problem, W, U, projector=projector)
     solve_time = time.perf_counter() - t_solve
     if cert.rel_gap <= tol:
         status, message = Status.OPTIMAL, ""
