@@ -51,3 +51,21 @@ def test_losses_beyond_the_bank_are_built_on_the_data_they_take():
         real.build("florentine_families", "diabetes", "norm2", 3, 0.05, seed=0, loss="hinge")
     with pytest.raises(ValueError, match="losses: squared_error"):
         real.build("florentine_families", "diabetes", "norm2", 3, 0.05, seed=0, loss="cauchy")
+
+
+def test_qp_peers_run_only_on_lp_and_qp_rows_and_the_best_peer_must_match_the_objective():
+    from gtvcvx.bench.real import PEER_MATCH, PEERS, QP_PEERS, best_peer, peers_for
+
+    assert set(peers_for("squared_error", "norm1")) == set(PEERS)
+    assert set(peers_for("hinge", "squared_norm2")) == set(PEERS)
+    for loss, penalty in (("squared_error", "norm2"), ("logistic", "norm1")):  # SOCP / exponential cone
+        assert not set(peers_for(loss, penalty)) & set(QP_PEERS) and "SCS indirect" in peers_for(loss, penalty)
+    tol = 1e-6
+    peers = {"CLARABEL": (2.0, "optimal", 10.0), "OSQP": (0.1, "optimal", 10.0 + 11 * PEER_MATCH * tol * 11),
+             "PIQP": (0.5, "optimal", 10.0 + 0.5 * PEER_MATCH * tol * 11), "SCS": (0.01, "inaccurate", 10.0),
+             "HIGHS": (0.02, "solver_error", None)}
+    # OSQP is fastest among the optimal ones but its objective is off by more than PEER_MATCH tol
+    assert best_peer(peers, 10.0, tol) == ("PIQP", 0.5)
+    assert best_peer(peers, None, tol) == ("PIQP", 0.5)  # the best objective from the peers alone
+    for none in (best_peer({"SCS": (0.01, "inaccurate", 10.0)}, 10.0, tol), best_peer({}, None, tol)):
+        assert none[0] == "" and np.isnan(none[1])
