@@ -6,6 +6,8 @@ next to each assertion.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -296,3 +298,27 @@ def test_history_and_limits():
         solve_dual(p, method="newton")
     with pytest.raises(ValueError, match="tol"):
         solve_dual(p, tol=0)
+
+
+def test_ssnal_newton_direction_solves_the_generalized_newton_system(monkeypatch):
+    """The Woodbury solve (a symmetric rank-k update and a Cholesky factor of its upper triangle,
+    or least squares where the factor fails) gives ``(U^T diag(W) U + diag(r))^{-1} (-g)``."""
+    import scipy.linalg
+
+    from gtvcvx.rkhs import solver as rs
+
+    rng = np.random.default_rng(0)
+    N, A = 40, 7
+    sc = SimpleNamespace(N=N, ub=0.5)
+    U, W, g = rng.normal(size=(A, N)), rng.uniform(0.5, 2.0, A), rng.normal(size=N)
+    x = rng.uniform(-0.2, 0.7, N)  # some outside the box [0, 0.5]
+    sigma, tau = 3.0, 0.1
+    r = sigma * ((x < 0) | (x > sc.ub)) + 1.0 / tau
+    expected = -np.linalg.solve(U.T @ (W[:, None] * U) + np.diag(r), g)
+    np.testing.assert_allclose(rs._newton_direction(sc, U, W, x, g, sigma, tau), expected, rtol=1e-10)
+
+    def failing(*args, **kwargs):
+        raise np.linalg.LinAlgError("not positive definite")
+
+    monkeypatch.setattr(scipy.linalg, "cholesky", failing)
+    np.testing.assert_allclose(rs._newton_direction(sc, U, W, x, g, sigma, tau), expected, rtol=1e-8)

@@ -22,6 +22,7 @@ import warnings
 
 import numpy as np
 import scipy.linalg as sla
+from scipy.linalg.blas import dsyrk
 
 from .._restart import restart_due, updated_primal_weight
 from .._validation import check_positive_int, check_positive_number, check_time_limit
@@ -78,6 +79,7 @@ class _Scaled:
         self.p = p
         self.N, self.M = p.N, p.M
         self.dense = p.dense
+        self._B_rows = None
         if not self.dense:
             self.B = p.Phi * float(p.N)  # K^T diag(y): M x N, CSR (Phi = (1/N) K^T diag(y))
             self.BT = p.PhiT * float(p.N)  # N x M, CSR
@@ -97,7 +99,13 @@ class _Scaled:
 
     def rows(self, atoms) -> np.ndarray:
         """The rows ``B[atoms]`` as a dense array."""
-        return self.p.Kt[atoms] * self.p.y if self.dense else self.B[atoms].toarray()
+        if self.dense:
+            return self.p.Kt[atoms] * self.p.y
+        if self.M * self.N <= DENSE_ROWS_ENTRIES:  # a dense copy to take rows from (products stay sparse)
+            if self._B_rows is None:
+                self._B_rows = self.B.toarray()
+            return self._B_rows[atoms]
+        return self.B[atoms].toarray()
 
     def norm_B(self, iters: int = 30, seed: int = 0) -> float:
         """Power-iteration estimate of ``||B||_2`` (slightly inflated for safety)."""
@@ -112,6 +120,10 @@ class _Scaled:
                 return 1.0
             x = y / val
         return 1.01 * float(np.sqrt(val))
+
+
+#: A sparse ``B`` up to this many entries (64 MiB dense) keeps a dense copy for SSNAL's row gathers.
+DENSE_ROWS_ENTRIES = 1 << 23
 
 
 class _Tracker:
@@ -540,13 +552,17 @@ def _newton_direction(sc, U, W, x, g, sigma, tau):
     if U.shape[0] == 0:
         return -g / r
     if U.shape[0] < sc.N:  # Woodbury: an |A| x |A| system
-        Ur = U / r
-        S = Ur @ U.T
+        # S = U diag(1/r) U^T + diag(1/W) by a symmetric rank-k update (half a product's flops;
+        # U r^(-1/2) transposed is Fortran-ordered, so BLAS reads it in place); upper triangle
+        scaled = U * (1.0 / np.sqrt(r))
+        S = dsyrk(1.0, scaled.T, trans=1)
         S[np.diag_indices_from(S)] += 1.0 / W
         rg = g / r
         try:
-            y = sla.cho_solve(sla.cho_factor(S, check_finite=False), U @ rg, check_finite=False)
+            y = sla.cho_solve((sla.cholesky(S, lower=False, check_finite=False), False), U @ rg,
+                              check_finite=False)
         except np.linalg.LinAlgError:
+            S = np.triu(S) + np.triu(S, 1).T
             y = np.linalg.lstsq(S, U @ rg, rcond=None)[0]
         return -(rg - (U.T @ y) / r)
     H = (U.T * W) @ U
