@@ -69,3 +69,18 @@ def test_qp_peers_run_only_on_lp_and_qp_rows_and_the_best_peer_must_match_the_ob
     assert best_peer(peers, None, tol) == ("PIQP", 0.5)  # the best objective from the peers alone
     for none in (best_peer({"SCS": (0.01, "inaccurate", 10.0)}, 10.0, tol), best_peer({}, None, tol)):
         assert none[0] == "" and np.isnan(none[1])
+
+
+def test_table_one_quotes_the_fastest_peer_whose_answer_matches():
+    from gtvcvx.bench.gtv import PEER_MATCH, _ratio_lines
+
+    def row(solver, status, error, total, ratio):
+        return {"solver": solver, "status": status, "objective_error": error, "total_s": total,
+                "time_ratio_vs_fast": ratio, "certified_rel_gap": 1e-7}
+
+    rows = [row("fast", "optimal", 0.0, 1.0, 1.0), row("CVXPY+CLARABEL", "optimal", 0.0, 200.0, 200.0),
+            row("CVXPY+SCS indirect eps 1e-7", "optimal", 0.5 * PEER_MATCH, 20.0, 20.0),
+            row("CVXPY+SCS eps 1e-4 (SCS default)", "optimal", 100 * PEER_MATCH, 2.0, 2.0),
+            row("CVXPY+SCS eps 1e-7", "inaccurate", 0.0, 1.5, 1.5)]
+    last = _ratio_lines(rows).splitlines()[-1]
+    assert "Best-configured peer" in last and "CVXPY+SCS indirect eps 1e-7, **20x**" in last
