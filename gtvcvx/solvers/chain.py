@@ -35,7 +35,8 @@ _SEPARABLE_BALLS = ("linf",)
 _INTERVAL_BALLS = ("l2", "linf")
 
 #: Flow entries from which a direct solve's certificate takes the compiled edge terms (numba is
-#: loaded by the dynamic program anyway; below, the NumPy form is as fast).
+#: loaded by the dynamic program anyway; below it, the NumPy form: a floor against thread start-up
+#: on tiny graphs, not tuned).
 EXACT_COMPILED_ENTRIES = 1 << 14
 
 
