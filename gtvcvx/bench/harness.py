@@ -22,7 +22,7 @@ from ..losses import _compiled
 from ..penalties import _compiled as _penalty_kernels
 from ..solvers import _edge_kernels, _node_kernels
 
-__all__ = ["Run", "run_isolated", "ratio", "write_bench_report", "publish", "format_table", "bytes_bound",
+__all__ = ["Run", "run_isolated", "ratio", "best_peer", "PEER_MATCH", "write_bench_report", "publish", "format_table", "bytes_bound",
            "stream_bandwidth", "warm_compiled_kernels"]
 
 
@@ -116,6 +116,29 @@ def ratio(slow: float, fast: float) -> float:
         return float(slow) / float(fast) if float(fast) > 0 else float("nan")
     except (TypeError, ValueError):
         return float("nan")
+
+
+#: A peer's answer counts as the best-configured peer's when its objective is within this many times
+#: gtvcvx's tolerance (relative, ``/ (1 + |best|)``) of the best objective any run found (:func:`best_peer`).
+PEER_MATCH = 10.0
+
+
+def best_peer(peers: dict, gtvcvx_primal: float | None, tol: float) -> tuple[str, float]:
+    """``(label, seconds)`` of the fastest peer (``peers``: label -> ``(seconds, status, primal)``)
+    whose status is optimal and whose objective is within :data:`PEER_MATCH` ``tol`` of the best
+    any run found, gtvcvx's included (``("", nan)`` when none is)."""
+    values = [p for _, _, p in peers.values()] + [gtvcvx_primal]
+    finite = [float(v) for v in values if v is not None and np.isfinite(v)]
+    if not finite:
+        return "", float("nan")
+    best = min(finite)
+    fit = [(seconds, label) for label, (seconds, status, value) in peers.items()
+           if status == "optimal" and value is not None and np.isfinite(value) and np.isfinite(seconds)
+           and (value - best) / (1.0 + abs(best)) <= PEER_MATCH * tol]
+    if not fit:
+        return "", float("nan")
+    seconds, label = min(fit)
+    return label, seconds
 
 
 def format_table(rows: list[dict], columns: list[str] | None = None, digits: int = 4) -> str:

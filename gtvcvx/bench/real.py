@@ -40,7 +40,7 @@ from ..graph import Graph
 from ..penalties import get_penalty
 from ..progress import Progress
 from ..reference import solve_primal
-from .harness import format_table, ratio, run_isolated, write_bench_report
+from .harness import PEER_MATCH, best_peer, format_table, ratio, run_isolated, write_bench_report
 
 NAME = "real"
 HELP = ("a bank of small real graphs (networkx) with real tabular data (scikit-learn): gtvcvx vs CLARABEL, SCS "
@@ -74,11 +74,6 @@ QP_PEERS = ("OSQP", "HIGHS", "PIQP")
 #: with the l1 norm or the squared l2 norm.
 QP_LOSSES = ("squared_error", "huber", "absolute", "hinge")
 QP_PENALTIES = ("norm1", "squared_norm2")
-#: A peer's answer counts for the best-peer ratio when its objective is within this many ``--tol``
-#: (relative, ``/ (1 + |best|)``) of the best objective any run found.
-PEER_MATCH = 10.0
-
-
 def _column(label: str) -> str:
     """The seconds column of a peer: ``"SCS indirect"`` -> ``"scs_indirect_s"``."""
     return label.lower().replace(" ", "_") + "_s"
@@ -88,24 +83,6 @@ def peers_for(loss: str, penalty: str) -> tuple[str, ...]:
     """The peers run on a row: all of :data:`PEERS`, the QP solvers only on LP / QP rows."""
     qp = loss in QP_LOSSES and penalty in QP_PENALTIES
     return tuple(label for label in PEERS if qp or label not in QP_PEERS)
-
-
-def best_peer(peers: dict, gtvcvx_primal: float | None, tol: float) -> tuple[str, float]:
-    """``(label, seconds)`` of the fastest peer (``peers``: label -> ``(seconds, status, primal)``)
-    whose status is optimal and whose objective is within :data:`PEER_MATCH` ``tol`` of the best
-    any run found, gtvcvx's included (``("", nan)`` when none is)."""
-    values = [p for _, _, p in peers.values()] + [gtvcvx_primal]
-    finite = [float(v) for v in values if v is not None and np.isfinite(v)]
-    if not finite:
-        return "", float("nan")
-    best = min(finite)
-    fit = [(seconds, label) for label, (seconds, status, value) in peers.items()
-           if status == "optimal" and value is not None and np.isfinite(value) and np.isfinite(seconds)
-           and (value - best) / (1.0 + abs(best)) <= PEER_MATCH * tol]
-    if not fit:
-        return "", float("nan")
-    seconds, label = min(fit)
-    return label, seconds
 
 
 def add_arguments(parser) -> None:
