@@ -539,7 +539,7 @@ class FlowProjector:
     """
 
     def __init__(self, problem: GTVProblem, *, max_iter: int | None = None, warm: bool = True,
-                 keep_buffers: bool = False):
+                 keep_buffers: bool = False, compiled_terms: bool | None = None):
         self.problem = problem
         # the |E| x d arrays of a certificate in buffers kept across calls (the flow of pass k
         # in buffer k, valid until the next call with that pass): a fresh 373 MB array costs
@@ -567,7 +567,7 @@ class FlowProjector:
         # certify_pair sets it where the residual's price dominates a gap
         self.exact = False
         # the certificate's edge terms compiled at any size (True), or from _jit.MIN_ENTRIES (None)
-        self.compiled_terms = None
+        self.compiled_terms = compiled_terms
         if nodes.size:
             constrained = np.zeros(problem.n, dtype=bool)
             constrained[nodes] = True

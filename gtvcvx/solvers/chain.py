@@ -234,9 +234,9 @@ def exact_result(problem: GTVProblem, W, U, tol: float, setup_time: float, t_sol
                  info: dict) -> GTVResult:
     """The :class:`GTVResult` of a direct solve: ``(W, U)`` certified by :func:`certify_pair`, status
     ``optimal`` at ``tol`` or ``inaccurate`` with the reason float64 gives."""
-    projector = FlowProjector(problem, warm=False)
     # numba is loaded (the direct solvers' dynamic programs): the one-pass edge terms at any size
-    projector.compiled_terms = problem.n_edges * problem.d >= EXACT_COMPILED_ENTRIES
+    projector = FlowProjector(problem, warm=False,
+                              compiled_terms=problem.n_edges * problem.d >= EXACT_COMPILED_ENTRIES)
     cert = certify_pair(problem, W, U, projector=projector)
     solve_time = time.perf_counter() - t_solve
     if cert.rel_gap <= tol:
