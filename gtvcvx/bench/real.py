@@ -204,8 +204,7 @@ def call_lag(problem: GTVProblem, tol: float) -> dict:
 def call_cvxpy(problem: GTVProblem, solver: str, options: dict | None = None) -> dict:
     start = time.perf_counter()
     result = solve_primal(problem, solver, **(options or {}))
-    return {"seconds": time.perf_counter() - start, "status": str(result.status), "primal": result.primal,
-            "message": result.message[:200]}
+    return {"seconds": time.perf_counter() - start, "status": str(result.status), "primal": result.primal}
 
 
 # ---------------------------------------------------------------------------------- run
