@@ -166,3 +166,47 @@ def test_from_stacked_matches_lists():
     W = rng.normal(size=(4, 2))
     assert np.allclose(a.node_values(W), b.node_values(W))
     assert a.counts.tolist() == [2, 1, 4, 0]
+
+
+def _factors(loss):
+    inv_col, Vs, ss = loss._equilibrated
+    return {"X": loss.X_all, "y": loss.y_all, "counts": loss.counts, "s": loss.s, "Q": loss.Q, "b": loss.b,
+            "y_sq": loss.y_sq, "rank": loss.rank, "inv_col": inv_col, "Vs": Vs, "ss": ss}
+
+
+@pytest.mark.parametrize("cls", [g.SquaredError, g.Logistic])
+def test_stacked_float64_input_matches_per_node_checks(cls):
+    """float64 arrays skip the per-node conversion; the loss is the one the per-node path builds
+    (here forced by lists), nodes without data and a column-graded node included."""
+    rng = np.random.default_rng(3)
+    sizes = [4, 0, 2, 5, 1]
+    X = [rng.normal(size=(m, 3)) for m in sizes]
+    X[3][:, 2] *= 1e-9  # graded: refactored by the Jacobi SVD
+    y = [np.sign(rng.normal(size=m)) + 0.0 for m in sizes]
+    fast = cls(X, y)
+    slow = cls([x.tolist() for x in X], [v.tolist() for v in y], d=3)
+    for name, value in _factors(fast).items():
+        np.testing.assert_array_equal(value, _factors(slow)[name], err_msg=name)
+    with pytest.raises(ValueError, match=r"X\[2\] must be finite, found inf at index \(1, 0\)"):
+        cls(X[:2] + [np.array([[1.0, 2.0, 3.0], [np.inf, 0.0, 0.0]])], y[:3])
+
+
+def test_factorization_in_blocks_and_threads_matches_one_batch(monkeypatch):
+    """The per-node SVDs in blocks of nodes (bounded temporaries) and by the compiled batched SVD
+    give the factors of one NumPy batch (the same LAPACK routine per matrix)."""
+    import gtvcvx.losses._core as core
+
+    rng = np.random.default_rng(5)
+    sizes = rng.integers(0, 7, size=60)
+    X = [rng.normal(size=(m, 4)) * np.array([1.0, 1e3, 1e-3, 1.0]) for m in sizes]
+    y = [rng.normal(size=m) for m in sizes]
+    W = rng.normal(size=(60, 4))
+    reference = g.SquaredError(X, y, d=4)
+    whole, prox = _factors(reference), reference.prox(W, 0.3)
+    monkeypatch.setattr(core, "FACTOR_BLOCK_ENTRIES", 16)  # blocks of one to four nodes
+    monkeypatch.setattr(core._jit, "MIN_ENTRIES", 1)  # every block by the compiled kernel
+    loss = g.SquaredError(X, y, d=4)
+    blocked = _factors(loss)
+    for name, value in whole.items():  # (singular vectors up to their signs)
+        np.testing.assert_allclose(np.abs(blocked[name]), np.abs(value), rtol=1e-12, atol=1e-14, err_msg=name)
+    np.testing.assert_allclose(loss.prox(W, 0.3), prox, rtol=1e-12, atol=1e-12)

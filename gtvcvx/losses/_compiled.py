@@ -14,7 +14,7 @@ import numpy as np
 from .._jit import njit
 
 prange = range  # numba.prange once compiled (gtvcvx._jit.njit)
-__all__ = ["load", "lowrank_quadratic_prox", "node_weighted_sums", "squared_distance_prox"]
+__all__ = ["load", "lowrank_quadratic_prox", "node_weighted_sums", "squared_distance_prox", "thin_svds"]
 
 
 def lowrank_quadratic_prox(Q, s, b, rate, V, out, chunks):
@@ -74,18 +74,30 @@ def node_weighted_sums(X, weights, node, out):
     return out
 
 
+def thin_svds(A, U, S, Vt):
+    """``U[g], S[g], Vt[g] = svd(A[g], full_matrices=False)`` for every matrix of the stack (LAPACK
+    ``gesdd``, as :func:`numpy.linalg.svd`), matrices split over the threads of the threaded build."""
+    for g in prange(A.shape[0]):
+        u, s, vt = np.linalg.svd(A[g], full_matrices=False)
+        U[g] = u
+        S[g] = s
+        Vt[g] = vt
+
+
 @cache
 def load(parallel: bool = False):
     """``{name: compiled function}`` (numba imported here: a lazily loaded backend; ``parallel``:
     the threaded build of the prox)."""
     (sums,) = njit(node_weighted_sums, purpose="the compiled loss kernels")
-    prox, distance_prox = njit(lowrank_quadratic_prox, squared_distance_prox, purpose="the compiled loss kernels",
-                               parallel=parallel)
+    prox, distance_prox, svds = njit(lowrank_quadratic_prox, squared_distance_prox, thin_svds,
+                                     purpose="the compiled loss kernels", parallel=parallel)
     prox(np.zeros((1, 1, 1)), np.zeros((1, 1)), np.zeros((1, 1)), np.zeros(1), np.zeros((1, 1)), np.zeros((1, 1)), 1)
     fixed = np.zeros((1, 1))  # SquaredDistance's points are read-only: another numba type
     fixed.flags.writeable = False
     distance_prox(fixed, np.ones(1), np.zeros((1, 1)), np.zeros((1, 1)))
     sums(np.zeros((1, 1)), np.zeros(1), np.zeros(1, np.int64), np.zeros((1, 1)))
     sums(fixed, np.zeros(1), np.zeros(1, np.int64), np.zeros((1, 1)))  # (a design loss's samples)
+    svds(np.ones((1, 1, 1)), np.empty((1, 1, 1)), np.empty((1, 1)), np.empty((1, 1, 1)))
     # (specializations loaded above, not inside a timed iteration)
-    return {"lowrank_quadratic_prox": prox, "squared_distance_prox": distance_prox, "node_weighted_sums": sums}
+    return {"lowrank_quadratic_prox": prox, "squared_distance_prox": distance_prox, "node_weighted_sums": sums,
+            "thin_svds": svds}
