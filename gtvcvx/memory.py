@@ -10,7 +10,7 @@ import os
 import threading
 import tracemalloc
 
-__all__ = ["MemoryMeter", "release_free_memory"]
+__all__ = ["MemoryMeter", "release_free_memory", "reset_peak_rss", "peak_rss_mb", "rss_mb"]
 
 # ---------------------------------------------------------------------------------------
 _LIBC = []
@@ -41,6 +41,40 @@ def _rss_bytes() -> int | None:
             return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError, AttributeError):
         return None
+
+
+def reset_peak_rss() -> bool:
+    """Start a new peak window of the process's resident set size: Linux resets its high-water
+    mark ``VmHWM`` to the current size when ``5`` is written to ``/proc/self/clear_refs``.
+    Returns False where that is not possible (then only the peak since the process started is known)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return peak_rss_mb() is not None
+    except OSError:
+        return False
+
+
+def _status_mb(field: str) -> float | None:
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) / 1024.0  # kB
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def peak_rss_mb() -> float | None:
+    """The process's peak resident set size since the last :func:`reset_peak_rss` (or its start),
+    MiB; None without ``/proc``."""
+    return _status_mb("VmHWM")
+
+
+def rss_mb() -> float | None:
+    """The process's resident set size now, MiB; None without ``/proc``."""
+    return _status_mb("VmRSS")
 
 
 class MemoryMeter:

@@ -272,7 +272,7 @@ def run(args) -> int:
         "loads numba's cached kernels), one call for the iterative solvers and CVXPY (whole call, compilation "
         f"included). {peer_note}. `ratio_vs_c_dp` divides by the C dynamic program (the same algorithm as "
         "gtvcvx's chain kernel); `max_abs_diff_vs_gtvcvx` compares each solution with gtvcvx's; `peak_mb` is the "
-        "process's peak resident memory.",
+        "peak resident memory during the measured call (imports and the instance included).",
         "",
         format_table(rows, cols),
         "",

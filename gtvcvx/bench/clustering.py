@@ -274,8 +274,8 @@ def run(args) -> int:
                 "augmented Lagrangian, `solver=\"ssnal\"`; iterations = augmented "
                 "Lagrangian steps, newton / cg = Newton steps and conjugate-gradient iterations) and PDHG "
                 "(`gtvcvx.solve`, restarted Halpern PDHG, the clustering front end's `solver=\"fast\"`; iterations = PDHG steps). Each run in a fresh process; "
-                "peak_MiB is the peak RSS of that process, extra_MiB what the measured call added on top of imports "
-                "and the instance.", ""]
+                "peak_MiB is the peak RSS during the measured call (imports and the instance included, the builder's "
+                "temporaries not), extra_MiB what the call added on top of them.", ""]
     sizes = [n] + ([args.n_large] if args.n_large and not args.quick else [])
     total = (len(sizes) * (len(methods) + (0 if args.skip_references else 2))
              + (0 if args.skip_scale else len(_scale_grid(args)) * len(methods)) + (1 if args.n_million else 0) + 1)

@@ -197,8 +197,8 @@ def run(args) -> int:
                  "`use_indirect=True`) and at SCS's default 1e-4. "
                  "objective_error = (P - P_best) / (1 + |P_best|), P evaluated by gtvcvx at each solver's W; "
                  "certified_rel_gap is gtvcvx's certificate of each W (`gtvcvx.testing.certify`, untimed). "
-                 "Each run in a fresh process; peak_MiB is the peak RSS of that process, extra_MiB what the "
-                 "solve added on top of imports and the instance.", "", paper_md, "",
+                 "Each run in a fresh process; peak_MiB is the peak RSS during the solve (imports and the instance "
+                 "included, the builder's temporaries not), extra_MiB what the solve added on top of them.", "", paper_md, "",
                  _ratio_lines(paper_rows), ""]
     for r in paper_rows:
         r["part"] = "paper"
