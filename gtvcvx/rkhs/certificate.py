@@ -184,7 +184,7 @@ def certify(problem: RKHSProblem, lam, z=None, *, feasible_alpha=None) -> RKHSCe
                 point = _rigorously_feasible(p, point)  # margins that hold despite rounding of f
                 if point is None:
                     continue
-            value = p.envelope_objective(point)
+            value = p.envelope_objective(point, f if point is a else None)
             if value < best_value:
                 best, best_value, repair = point, value, how
 

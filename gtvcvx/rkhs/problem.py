@@ -194,6 +194,8 @@ class RKHSProblem:
             both = self.Kt @ np.column_stack([self.y * lam, np.abs(lam)])
             both /= self.N
             return both[:, 0], both[:, 1]
+        if self.nonnegative:  # |Phi| = Phi diag(y): the atom-major product (|K|^T is column-major, 2x slower)
+            return self.abar(lam), self.Phi @ (self.y * np.abs(lam))
         return self.abar(lam), self.abs_K.T @ (np.abs(lam) / self.N)
 
     def dual_objective(self, lam, abar=None) -> float:
@@ -242,9 +244,10 @@ class RKHSProblem:
             return 0.0
         return float(self.C / self.N * np.sum(violation))
 
-    def envelope_objective(self, alpha) -> float:
-        """Envelope primal objective; for the hard margin ``inf`` when a margin is violated."""
-        v = self.margin_violation(alpha)
+    def envelope_objective(self, alpha, f=None) -> float:
+        """Envelope primal objective; for the hard margin ``inf`` when a margin is violated.
+        ``f``: :meth:`decision` at ``alpha``, when the caller has it."""
+        v = self.margin_violation(alpha, f)
         if self.C is None:
             return self.envelope_cost(alpha) if not (v > 0).any() else float("inf")
         return self.envelope_cost(alpha) + self.slack_cost(v)
