@@ -154,7 +154,8 @@ def run(args) -> int:
     lines = [
         f"## rkhs: kernel-sparse classifier dual ({'quick' if args.quick else 'full'} instance)",
         "",
-        f"Command: `gtvcvx bench rkhs{' --quick' if args.quick else ''} --out {args.out}` (started {started}). "
+        f"Command: `gtvcvx bench rkhs{' --quick' if args.quick else ''} --pdhg-time {args.pdhg_time:g} "
+        f"--scs-time {args.scs_time:g} --threads {args.threads} --out {args.out}` (started {started}). "
         f"Instance: the paper's two ellipses, N = {kw['n']} samples (seed {args.seed}), a "
         f"{kw['points_per_dim']} x {kw['points_per_dim']} grid of centers at widths {list(kw['widths'])} "
         f"= {n_atoms} atoms, kernel entries below 1e-6 dropped (density {density:.1%}); gamma = {args.gamma:g}, "
