@@ -1,4 +1,5 @@
-"""Peak memory of a block of code: :class:`MemoryMeter` (resident set size or tracemalloc).
+"""Peak memory of a block of code (:class:`MemoryMeter`: resident set size or tracemalloc), and the
+process's resident set size and its resettable peak (:func:`rss_mb`, :func:`reset_peak_rss`, :func:`peak_rss_mb`).
 
 Used by reports and benchmarks so that every peak-memory number is measured the same way.
 """
