@@ -74,6 +74,8 @@ QP_PEERS = ("OSQP", "HIGHS", "PIQP")
 #: with the l1 norm or the squared l2 norm.
 QP_LOSSES = ("squared_error", "huber", "absolute", "hinge")
 QP_PENALTIES = ("norm1", "squared_norm2")
+
+
 def _column(label: str) -> str:
     """The seconds column of a peer: ``"SCS indirect"`` -> ``"scs_indirect_s"``."""
     return label.lower().replace(" ", "_") + "_s"
