@@ -33,7 +33,7 @@ from ._cg import conjugate_gradient
 from ._edge_kernels import differences, divergence, edge_norm_terms
 
 __all__ = ["Certificate", "FeasibleFlow", "FlowProjector", "feasible_flow", "certify_pair", "stationarity",
-           "bounds_optimum", "constrained_nodes"]
+           "bounds_optimum", "constrained_nodes", "certificate_from_terms"]
 
 
 @dataclass
@@ -1041,14 +1041,44 @@ def _certificate_of(problem: GTVProblem, W, flow: FeasibleFlow, projector: FlowP
     primal = float(problem.loss.node_values(W).sum() + edge_values.sum())
     # the dual point of the losses is v' = v - residual: account for the residual rigorously
     cross = float(np.einsum("nd,nd->", W, node_residual))
+    bound, estimated = 0.0, False
     if node_residual.any():
         # (no capacities, e.g. a squared penalty: the flow's own scale, whose conjugate cost
         # grows quadratically, so a huge flow cannot buy a loose residual)
         node_scale = np.where(np.isfinite(projector.node_bound), projector.node_bound, flow.scale)
         bound = projector.allowance(W, V, node_residual, primal, node_scale)
-    else:
-        bound = 0.0
-    # floating-point rounding of the sums reported (primal, terms): a first-order bound
+        estimated = not projector.allowance.last_exact
+    return certificate_from_terms(problem, primal, node_gaps, edge_gaps, flow, bound=bound, cross=cross,
+                                  estimated_bound=estimated)
+
+
+def certificate_from_terms(problem: GTVProblem, primal: float, node_gaps: np.ndarray, edge_gaps: np.ndarray,
+                           flow: FeasibleFlow, *, bound: float = 0.0, cross: float = 0.0,
+                           estimated_bound: bool = False) -> Certificate:
+    """The :class:`Certificate` of a primal value and the Fenchel-Young terms at a feasible flow.
+
+    Parameters
+    ----------
+    problem : GTVProblem
+    primal : float
+        ``P(W)``, the sum of the node values and edge values (pairwise sums, as NumPy's).
+    node_gaps, edge_gaps : ndarray
+        The Fenchel-Young terms of the nodes (at the node duals ``v' = v - residual``) and edges.
+    flow : FeasibleFlow
+        The flow (its projection statistics go into ``residuals``).
+    bound : float
+        The allowance for the flow's conservation residual (:class:`ResidualAllowance`), and
+        ``cross = <W, residual>``; both 0 where the losses' conjugates have full domains.
+    estimated_bound : bool
+        Whether ``bound`` rests on the candidate's scale (the message says so).
+
+    Notes
+    -----
+    ``gap = sum(node_gaps) + sum(edge_gaps) + bound + |cross| + rounding``, where ``rounding =
+    2 u (8 + log2(2 + n + |E|) + max_terms) (|P| + |terms| + |cross|)`` is a first-order bound on the
+    rounding of the pairwise sums reported (``u`` the unit roundoff, ``max_terms`` the loss's
+    longest sum per node).
+    """
     terms = float(node_gaps.sum() + edge_gaps.sum())
     rounding = _ROUNDING_FACTOR * (8.0 + math.log2(2.0 + problem.n + problem.n_edges)
                                    + float(problem.loss.max_terms)) * (abs(primal) + abs(terms) + abs(cross))
@@ -1064,7 +1094,7 @@ def _certificate_of(problem: GTVProblem, W, flow: FeasibleFlow, projector: FlowP
         dual, gap = -np.inf, np.inf
     else:
         dual = primal - gap
-    if bound > 0 and not projector.allowance.last_exact:
+    if bound > 0 and estimated_bound:
         message = message or ("the allowance for the flow-conservation residual uses the candidate's scale "
                               "(this loss gives no a-priori bound on the optimum)")
     residuals = {
@@ -1076,7 +1106,7 @@ def _certificate_of(problem: GTVProblem, W, flow: FeasibleFlow, projector: FlowP
         "rounding_allowance": rounding,
     }
     return Certificate(primal=primal, dual=dual, gap=gap, rel_gap=relative_gap(primal, dual),
-                       node_gaps=node_gaps, edge_gaps=edge_gaps, U=Uf, residuals=residuals, message=message)
+                       node_gaps=node_gaps, edge_gaps=edge_gaps, U=flow.U, residuals=residuals, message=message)
 
 
 def stationarity(problem: GTVProblem, W, U) -> float:
