@@ -29,7 +29,7 @@ def _shuffled_paths(rng, n, cuts=()):
 
 def test_dynamic_program_matches_clarabel_with_weighted_edges_and_data():
     pytest.importorskip("cvxpy")
-    _, tv1d_paths, _ = compiled()
+    _, tv1d_paths, *_ = compiled()
     rng = np.random.default_rng(0)
     for trial in range(12):
         n = int(rng.integers(1, 30))
@@ -37,19 +37,19 @@ def test_dynamic_program_matches_clarabel_with_weighted_edges_and_data():
         weight = rng.uniform(0.1, 3.0, n)
         lam = rng.uniform(0.0, 2.0, n) * (rng.uniform(size=n) > 0.3)  # some edges with lam = 0
         out = np.empty((1, n))
-        tv1d_paths(y[None].copy(), weight, lam, np.array([0, n]), out)
+        tv1d_paths(y[None].copy(), np.zeros(1), weight, lam, np.array([0, n]), out)
         path = np.column_stack([np.arange(n - 1), np.arange(1, n)])
         assert np.abs(out[0] - clarabel_tv(y, weight, lam[:-1], path)).max() <= 1e-6 * (1 + np.abs(y).max()), trial
 
 
 def test_large_lam_fuses_a_path_to_the_weighted_mean_and_zero_lam_returns_the_data():
-    _, tv1d_paths, _ = compiled()
+    _, tv1d_paths, *_ = compiled()
     rng = np.random.default_rng(1)
     y, weight = rng.normal(size=50), rng.uniform(0.5, 2.0, 50)
     out = np.empty((1, 50))
-    tv1d_paths(y[None].copy(), weight, np.full(50, 1e6), np.array([0, 50]), out)
+    tv1d_paths(y[None].copy(), np.zeros(1), weight, np.full(50, 1e6), np.array([0, 50]), out)
     assert np.allclose(out[0], (weight * y).sum() / weight.sum(), atol=1e-10)
-    tv1d_paths(y[None].copy(), weight, np.zeros(50), np.array([0, 50]), out)
+    tv1d_paths(y[None].copy(), np.zeros(1), weight, np.zeros(50), np.array([0, 50]), out)
     assert np.allclose(out[0], y, rtol=0, atol=1e-12)
 
 
@@ -113,10 +113,11 @@ def test_chain_certificate_is_honest_for_a_suboptimal_W():
         assert cert.gap >= problem.objective(W) - exact.primal - 1e-12
 
 
-def test_a_long_chain_certifies_with_the_compiled_edge_terms_as_with_numpy(monkeypatch):
-    """From EXACT_COMPILED_ENTRIES flow entries the direct solve's certificate takes the compiled
-    one-pass edge terms (numba is loaded by the dynamic program): the same certificate as the
-    NumPy form's to rounding, and the same honesty for a perturbed W."""
+def test_exact_result_certifies_with_the_compiled_edge_terms_from_the_size_rule(monkeypatch):
+    """From EXACT_COMPILED_ENTRIES flow entries a direct solve certified by ``certify_pair`` (the tree
+    solver's path) takes the compiled one-pass edge terms (numba is loaded by the dynamic program):
+    the same certificate as the NumPy form's to rounding, and the same honesty for a perturbed W."""
+    from gtvcvx.solvers import certificate
     from gtvcvx.solvers.chain import EXACT_COMPILED_ENTRIES, _stationary_flows
 
     rng = np.random.default_rng(8)
@@ -125,24 +126,80 @@ def test_a_long_chain_certifies_with_the_compiled_edge_terms_as_with_numpy(monke
     problem = g.GTVProblem(g.graphs.chain(n), g.SquaredDistance((levels + rng.normal(size=n))[:, None]),
                            g.Norm1(), lam=2.0)
     assert problem.n_edges * problem.d < g._jit.MIN_ENTRIES  # the size rule alone would take NumPy
-    from gtvcvx.solvers import certificate
-
+    result = g.solve(problem, tol=1e-9)
+    assert result.info["method"] == "chain" and result.status == "optimal"
     asked = []
     terms = certificate.edge_norm_terms
     monkeypatch.setattr(certificate, "edge_norm_terms", lambda *a, **k: asked.append(k.get("compiled")) or terms(*a, **k))
-    result = g.solve(problem, tol=1e-9)
-    assert asked == [True]
-    monkeypatch.undo()
-    assert result.info["method"] == "chain" and result.status == "optimal"
-    numpy_cert = g.solvers.certify_pair(problem, result.W, result.U)
-    assert abs(result.gap - numpy_cert.gap) <= 1e-12 * abs(result.primal)
-    assert result.primal == pytest.approx(numpy_cert.primal, rel=1e-14)
-    np.testing.assert_allclose(result.info["edge_gaps"], numpy_cert.edge_gaps, rtol=1e-12, atol=1e-12)
     W = result.W + 1e-3 * rng.normal(size=result.W.shape)
     perturbed = g.solvers.chain.exact_result(problem, W, _stationary_flows(problem, W, chain_plan(problem)),
                                              1e-9, 0.0, 0.0, "chain", {})
+    assert asked == [True]
+    monkeypatch.undo()
+    numpy_cert = g.solvers.certify_pair(problem, W, perturbed.U)
     assert perturbed.gap >= problem.objective(W) - result.primal - 1e-9 * abs(result.primal)
-    assert perturbed.gap == pytest.approx(g.solvers.certify_pair(problem, W, perturbed.U).gap, rel=1e-10)
+    assert perturbed.gap == pytest.approx(numpy_cert.gap, rel=1e-10)
+    np.testing.assert_allclose(perturbed.info["edge_gaps"], numpy_cert.edge_gaps, rtol=1e-12, atol=1e-12)
+
+
+def _path_problem(rng, n, d, penalty, cuts=(), scale=1.0, natural=False):
+    graph = (g.graphs.chain(n, weights=rng.uniform(0.1, 2.0, n - 1)) if natural
+             else _shuffled_paths(rng, n, cuts))
+    points = scale * np.cumsum(rng.normal(size=(n, d)), axis=0)
+    return g.GTVProblem(graph, g.SquaredDistance(points), penalty, lam=0.9)
+
+
+@pytest.mark.parametrize("penalty, d", [(g.Norm1(), 3), (g.Norm2(), 1), (g.Norm1(), 1)])
+@pytest.mark.parametrize("natural, cuts", [(True, ()), (False, ()), (False, (0, 9, 10, 30))])
+def test_the_certificate_computed_along_the_paths_is_certify_pairs(penalty, d, natural, cuts):
+    """The chain solver's one-pass certificate (path_certificate) gives what certify_pair gives for the
+    same W and flows, at the solution and at perturbed points (then it must still bound the true
+    suboptimality): the same flows, node and edge terms, primal and gap to rounding. Cuts at 9 and
+    10 leave a path of one node."""
+    from gtvcvx.solvers.chain import _path_terms, path_certificate
+
+    rng = np.random.default_rng(20 + d + len(cuts))
+    problem = _path_problem(rng, 48, d, penalty, cuts, natural=natural)
+    plan = chain_plan(problem)
+    assert plan.natural is natural
+    exact = solve_chain(problem, tol=1e-12)
+    assert exact.status == "optimal" and exact.rel_gap <= 1e-13
+    for step in (0.0, 1e-8, 1e-3, 1.0):
+        W = exact.W + step * rng.normal(size=exact.W.shape)
+        terms = _path_terms(problem, W, plan)
+        fused = path_certificate(problem, terms)
+        generic = g.solvers.certify_pair(problem, W, terms.U)
+        np.testing.assert_array_equal(fused.U, generic.U)
+        assert fused.primal == pytest.approx(generic.primal, rel=1e-14, abs=1e-300)
+        assert fused.gap == pytest.approx(generic.gap, rel=1e-9, abs=1e-14 * (1 + abs(generic.primal)))
+        np.testing.assert_allclose(fused.node_gaps, generic.node_gaps, rtol=1e-13, atol=1e-15)
+        np.testing.assert_allclose(fused.edge_gaps, generic.edge_gaps, rtol=1e-13, atol=1e-13)
+        assert fused.gap >= problem.objective(W) - exact.primal - 1e-12 * (1 + abs(exact.primal))
+        assert fused.residuals == pytest.approx(generic.residuals, rel=1e-12)
+
+
+def test_the_path_certificate_leaves_negligible_capacities_and_infinite_gaps_to_certify_pair():
+    """Where certify_pair zeroes the flows of negligible capacities (NEGLIGIBLE_CAPACITY), or a term is
+    not finite, path_certificate returns None and exact_result certifies with certify_pair."""
+    from gtvcvx.solvers.chain import _path_terms, path_certificate
+
+    rng = np.random.default_rng(5)
+    n = 30
+    weights = np.ones(n - 1)
+    weights[7] = 1e-12
+    problem = g.GTVProblem(g.graphs.chain(n, weights=weights), g.SquaredDistance(rng.normal(size=(n, 1))),
+                           g.Norm1(), lam=0.5)
+    plan = chain_plan(problem)
+    exact = solve_chain(problem, tol=1e-10)
+    assert path_certificate(problem, _path_terms(problem, exact.W, plan)) is None
+    assert exact.status == "optimal"
+    generic = g.solvers.certify_pair(problem, exact.W, exact.U)
+    assert exact.gap == generic.gap and exact.U[7, 0] == 0.0
+    # a W with an infinite entry: no finite certificate along the paths
+    plain = g.GTVProblem(g.graphs.chain(n), problem.loss, g.Norm1(), lam=0.5)
+    W = solve_chain(plain).W.copy()
+    W[3] = np.inf
+    assert path_certificate(plain, _path_terms(plain, W, chain_plan(plain))) is None
 
 
 def test_badly_scaled_data_is_still_certified_near_machine_precision():

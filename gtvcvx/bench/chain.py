@@ -145,10 +145,10 @@ def call_kernel(instance, repeats: int = 5) -> dict:
         x = np.empty(n)
         x[plan.order] = out[0]
         return {"seconds": seconds, "x": x}
-    _, tv1d_paths, _ = compiled()
+    _, tv1d_paths, *_ = compiled()
     Yt, weight, lam, starts = y[None].copy(), np.ones(n), np.full(n, LAM_TV), np.array([0, n])
     out = np.empty_like(Yt)
-    seconds, _ = _median_time(lambda: tv1d_paths(Yt, weight, lam, starts, out), repeats)
+    seconds, _ = _median_time(lambda: tv1d_paths(Yt, np.zeros(1), weight, lam, starts, out), repeats)
     return {"seconds": seconds, "x": out[0].copy()}
 
 

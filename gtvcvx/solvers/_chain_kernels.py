@@ -1,5 +1,6 @@
 r"""Compiled kernels of the exact chain solver (:mod:`gtvcvx.solvers.chain`): path ordering and
-the dynamic program for 1-D total variation with weighted edges and weighted data terms.
+the dynamic program for 1-D total variation with weighted edges and weighted data terms, and the
+certificate terms of its solution in one pass.
 
 The functions are plain Python; :func:`compiled` returns them compiled by numba (on first use,
 cached on disk when the package directory is writable), so ``import gtvcvx`` does not load numba.
@@ -32,7 +33,8 @@ def path_order(n, edges):
     (``-1`` at the end of a path). ``ok`` is False when a node has degree > 2 or a component
     is a cycle (then the other outputs are meaningless). ``natural`` is True for a chain already
     in node order (edge ``k`` joins ``k`` and ``k + 1``: a signal's samples), recognised in one
-    sequential pass; then ``order`` and ``step_edge`` are ranges.
+    sequential pass; then ``order`` and ``step_edge`` are empty (they would be ranges; the caller
+    makes them where it needs them).
     """
     m = edges.shape[0]
     if m == n - 1:
@@ -42,12 +44,10 @@ def path_order(n, edges):
                 natural = False
                 break
         if natural:
-            step_edge = np.arange(n, dtype=np.int64)
-            step_edge[n - 1] = -1
             starts = np.empty(2, np.int64)
             starts[0] = 0
             starts[1] = n
-            return True, True, np.arange(n, dtype=np.int64), starts, step_edge
+            return True, True, np.empty(0, np.int64), starts, np.empty(0, np.int64)
     degree = np.zeros(n, np.int64)
     nbr = np.full((n, 2), -1, np.int64)
     nbr_edge = np.full((n, 2), -1, np.int64)
@@ -89,14 +89,16 @@ def path_order(n, edges):
     return pos == n, False, order, starts[:n_paths + 1].copy(), step_edge
 
 
-def tv1d_paths(Yt, weight, lam, starts, out):
+def tv1d_paths(Yt, shift, weight, lam, starts, out):
     r"""Exact 1-D total variation on every path and every coordinate.
 
-    For each row ``y`` of ``Yt`` (coordinates x nodes, in path order) and each path
-    ``s = starts[p] .. e = starts[p + 1]``, writes to ``out`` the minimizer of
-    ``sum_i weight_i / 2 (beta_i - y_i)^2 + sum_k lam_k |beta_{k+1} - beta_k|`` over the path;
-    ``lam[k]`` belongs to the edge after position ``k``. ``weight > 0`` and ``lam >= 0`` are the
-    caller's duty.
+    For each row ``j`` of ``Yt`` (coordinates x nodes, in path order), ``y = Yt[j] - shift[j]``, and
+    each path ``s = starts[p] .. e = starts[p + 1]``, writes to ``out[j]`` the minimizer of
+    ``sum_i weight_i / 2 (beta_i - y_i)^2 + sum_k lam_k |beta_{k+1} - beta_k|`` over the path, plus
+    ``shift[j]`` (TV commutes with shifts; a shift to the data's center keeps the knots' arithmetic
+    at the scale of the differences). ``lam[k]`` belongs to the edge after position ``k`` (read for
+    the positions before a path's end only: a single path's ``lam`` may have ``n - 1`` entries).
+    ``weight > 0`` and ``lam >= 0`` are the caller's duty.
 
     Notes
     -----
@@ -117,6 +119,7 @@ def tv1d_paths(Yt, weight, lam, starts, out):
     tm = np.empty(n_all + 1)
     tp = np.empty(n_all + 1)
     for j in range(Yt.shape[0]):
+        s = shift[j]
         for p in range(starts.shape[0] - 1):
             y = Yt[j, starts[p]:starts[p + 1]]
             weight_p = weight[starts[p]:starts[p + 1]]
@@ -124,25 +127,27 @@ def tv1d_paths(Yt, weight, lam, starts, out):
             beta = out[j, starts[p]:starts[p + 1]]
             n = y.shape[0]
             if n == 1:
-                beta[0] = y[0]
+                beta[0] = (y[0] - s) + s
                 continue
             w0 = weight_p[0]
             lam0 = lam_p[0]
-            tm[0] = y[0] - lam0 / w0
-            tp[0] = y[0] + lam0 / w0
+            y0 = y[0] - s
+            tm[0] = y0 - lam0 / w0
+            tp[0] = y0 + lam0 / w0
             left = n - 1
             right = n
             x[left] = tm[0]
             x[right] = tp[0]
             a[left] = w0
-            b[left] = lam0 - w0 * y[0]
+            b[left] = lam0 - w0 * y0
             a[right] = -w0
-            b[right] = lam0 + w0 * y[0]
+            b[right] = lam0 + w0 * y0
             w1 = weight_p[1]
+            y1 = y[1] - s
             a_first = w1
-            b_first = -lam0 - w1 * y[1]
+            b_first = -lam0 - w1 * y1
             a_last = -w1
-            b_last = w1 * y[1] - lam0
+            b_last = w1 * y1 - lam0
             for k in range(1, n - 1):
                 lk = lam_p[k]
                 # the derivative crosses -lam_k: step up from the left end
@@ -176,10 +181,11 @@ def tv1d_paths(Yt, weight, lam, starts, out):
                 a[right] = a_hi
                 b[right] = b_hi + lk
                 wk = weight_p[k + 1]
+                yk = y[k + 1] - s
                 a_first = wk
-                b_first = -lk - wk * y[k + 1]
+                b_first = -lk - wk * yk
                 a_last = -wk
-                b_last = wk * y[k + 1] - lk
+                b_last = wk * yk - lk
             # the last node: where the derivative is zero
             a_lo = a_first
             b_lo = b_first
@@ -190,38 +196,127 @@ def tv1d_paths(Yt, weight, lam, starts, out):
                 a_lo += a[lo]
                 b_lo += b[lo]
                 lo += 1
-            beta[n - 1] = -b_lo / a_lo
+            nxt = -b_lo / a_lo
+            beta[n - 1] = nxt + s
             for k in range(n - 2, -1, -1):
-                nxt = beta[k + 1]
-                beta[k] = tp[k] if nxt > tp[k] else (tm[k] if nxt < tm[k] else nxt)
+                nxt = tp[k] if nxt > tp[k] else (tm[k] if nxt < tm[k] else nxt)
+                beta[k] = nxt + s
 
 
-def path_flows(Gt, Bt, lam, starts, Ft):
-    r"""Flows along the paths that make a solution ``Bt`` stationary.
+def path_certificate(Bt, At, lam, starts, ball, rtol, Ft, node_gaps, edge_gaps, sums):
+    r"""The flows along the paths that make a solution stationary for the data terms
+    ``||beta_i - a_i||^2``, and every term of their certificate, in one pass along the paths.
 
-    ``Ft[j, k]`` is the flow from position ``k`` to ``k + 1`` (coordinate ``j``): where
-    ``beta_k != beta_{k+1}`` it is ``lam_k sign(beta_k - beta_{k+1})`` exactly (the subgradient of
-    the edge term); elsewhere ``F_k = F_{k-1} - g_k`` (stationarity of node ``k``, with the
-    gradients ``Gt`` of the data terms), restarted at every break and path start (``F = 0``), so
-    rounding accumulates only within fused runs and lands in the node terms of the certificate,
-    which are quadratic in it. The last position of a path gets no flow.
+    ``Bt`` and ``At`` hold the solution and the points ``a`` (coordinates x nodes, in path order),
+    ``lam[k]`` the capacity of the edge after position ``k`` (read before a path's end only). Writes,
+    per position ``k``:
+
+    * ``Ft[:, k]``: the flow to position ``k + 1``: where ``beta_k != beta_{k+1}`` it is
+      ``lam_k sign(beta_k - beta_{k+1})`` exactly (the subgradient of the edge term); elsewhere
+      ``F_k = F_{k-1} - g_k`` (stationarity of node ``k``, gradients ``g = 2 (beta - a)``),
+      restarted at every break and path start (``F = 0``), so rounding accumulates only within
+      fused runs and lands in the node terms, which are quadratic in it. Then clipped into
+      ``[-lam_k, lam_k]`` (the capacity ball of ``ball`` 2, the box; of ``ball`` 1, the Euclidean
+      ball, only for one coordinate, where it is the same interval); 0 at the end of a path;
+    * ``node_gaps[k] = ||beta_k - a_k - v_k / 2||^2`` with ``v_k = -(F_k - F_{k-1})``: the
+      Fenchel-Young term of the squared distance at the node dual ``v = -D^T U``;
+    * ``edge_gaps[k] = lam_k phi(z_k) - <z_k, F_k>`` with ``z_k = beta_k - beta_{k+1}``, ``+inf``
+      where ``||F_k||_* > lam_k (1 + rtol)`` (a NaN flow); not written at the end of a path;
+
+    and ``sums = (sum_k ||beta_k - a_k||^2, sum_k lam_k phi(z_k))``, the two parts of ``P(beta)``,
+    by Neumaier's compensated summation (error at most ``2 u |sum| + O(n u^2) sum |terms|``, below
+    the pairwise sums' the certificate's rounding allowance assumes).
+
+    These are the terms :func:`gtvcvx.solvers.certify_pair` evaluates (clipping, ``SquaredDistance``'s
+    ``certify_nodes`` and ``node_values``, the compiled edge terms of
+    :func:`gtvcvx.solvers._edge_kernels.edge_terms`) with the same floating-point operations in the
+    same order; on a path the edge's orientation changes the signs of ``z`` and ``u`` together.
+
+    References
+    ----------
+    .. [1] A. Neumaier, "Rundungsfehleranalyse einiger Verfahren zur Summation endlicher Summen",
+       ZAMM 54(1), 1974.
     """
-    for j in range(Bt.shape[0]):
-        for p in range(starts.shape[0] - 1):
-            flow = 0.0
-            for k in range(starts[p], starts[p + 1] - 1):
+    d = Bt.shape[0]
+    flow = np.zeros(d)
+    previous = np.zeros(d)
+    node_sum = 0.0
+    node_carry = 0.0
+    edge_sum = 0.0
+    edge_carry = 0.0
+    for p in range(starts.shape[0] - 1):
+        end = starts[p + 1] - 1
+        for j in range(d):
+            flow[j] = 0.0
+            previous[j] = 0.0
+        for k in range(starts[p], end + 1):
+            inner = k < end
+            c = lam[k] if inner else 0.0
+            value = 0.0
+            gap = 0.0
+            size = 0.0
+            dual = 0.0
+            dot = 0.0
+            for j in range(d):
                 here = Bt[j, k]
-                there = Bt[j, k + 1]
-                if here > there:
-                    flow = lam[k]
-                elif here < there:
-                    flow = -lam[k]
+                r = here - At[j, k]
+                clipped = 0.0
+                if inner:
+                    there = Bt[j, k + 1]
+                    if here > there:
+                        flow[j] = c
+                    elif here < there:
+                        flow[j] = -c
+                    else:
+                        flow[j] = flow[j] - 2.0 * r
+                    clipped = flow[j]
+                    if clipped > c:  # comparisons, not min/max: a NaN stays NaN (as in np.clip)
+                        clipped = c
+                    elif clipped < -c:
+                        clipped = -c
+                    z = here - there
+                    dot += z * clipped
+                    if ball == 1:
+                        size += z * z
+                        dual += clipped * clipped
+                    else:
+                        size += abs(z)
+                        a = abs(clipped)
+                        if a > dual or a != a:
+                            dual = a
+                Ft[j, k] = clipped
+                diff = r + 0.5 * (clipped - previous[j])
+                previous[j] = clipped
+                value += r * r
+                gap += diff * diff
+            node_gaps[k] = gap
+            total = node_sum + value  # (Neumaier's step: the lost low part goes to the carry)
+            if abs(node_sum) >= abs(value):
+                node_carry += (node_sum - total) + value
+            else:
+                node_carry += (value - total) + node_sum
+            node_sum = total
+            if inner:
+                if ball == 1:
+                    size = np.sqrt(size)
+                    dual = np.sqrt(dual)
+                value = c * size
+                if dual <= c * (1.0 + rtol) + 2.2250738585072014e-308:  # (as edge_terms)
+                    edge_gaps[k] = value - dot
                 else:
-                    flow = flow - Gt[j, k]
-                Ft[j, k] = flow
+                    edge_gaps[k] = np.inf
+                total = edge_sum + value
+                if abs(edge_sum) >= abs(value):
+                    edge_carry += (edge_sum - total) + value
+                else:
+                    edge_carry += (value - total) + edge_sum
+                edge_sum = total
+    sums[0] = node_sum + node_carry
+    sums[1] = edge_sum + edge_carry
 
 
 @cache
 def compiled():
-    """``(path_order, tv1d_paths, path_flows)`` compiled by numba (imported here: it is a lazily loaded backend)."""
-    return njit(path_order, tv1d_paths, path_flows, purpose="the exact chain solver")
+    """``(path_order, tv1d_paths, path_certificate)`` compiled by numba (imported here: it is a
+    lazily loaded backend)."""
+    return njit(path_order, tv1d_paths, path_certificate, purpose="the exact chain solver")

@@ -24,7 +24,10 @@ from ..capabilities import CapabilityError, provides
 from ..problem import GTVProblem
 from ..results import GTVResult, Status
 from ._chain_kernels import compiled
-from .certificate import FlowProjector, certify_pair
+from ..penalties import CAPACITY_RTOL
+from ._edge_kernels import NORM_BALLS
+from .certificate import (NEGLIGIBLE_CAPACITY, Certificate, FeasibleFlow, FlowProjector, certificate_from_terms,
+                          certify_pair)
 
 __all__ = ["ChainPlan", "chain_plan", "solve_chain", "chain_refusal", "separable_refusal", "exact_result",
            "checked_plan", "centered_points"]
@@ -54,17 +57,30 @@ class ChainPlan:
         The edge joining ``order[k]`` and ``order[k + 1]`` (``-1`` at the end of a path).
     natural : bool
         One path in node order whose edge ``k`` joins ``k`` and ``k + 1`` (``order`` and
-        ``step_edge`` are ranges): the solver then works on the data in place, without gathers.
+        ``step_edge`` are ranges, made on first access): the solver then works on the data in
+        place, without gathers.
     """
 
-    order: np.ndarray
+    walk_order: np.ndarray
     starts: np.ndarray
-    step_edge: np.ndarray
+    walk_step_edge: np.ndarray
     natural: bool = False
 
     @property
     def n_paths(self) -> int:
         return int(self.starts.shape[0] - 1)
+
+    @property
+    def order(self) -> np.ndarray:
+        return np.arange(self.starts[-1], dtype=np.int64) if self.natural else self.walk_order
+
+    @property
+    def step_edge(self) -> np.ndarray:
+        if not self.natural:
+            return self.walk_step_edge
+        step_edge = np.arange(self.starts[-1], dtype=np.int64)
+        step_edge[-1:] = -1
+        return step_edge
 
 
 def separable_refusal(problem: GTVProblem) -> str:
@@ -96,7 +112,7 @@ def chain_plan(problem: GTVProblem) -> ChainPlan | None:
     """The :class:`ChainPlan` of ``problem`` when the chain solver applies, else None."""
     if chain_refusal(problem):
         return None
-    path_order, _, _ = compiled()
+    path_order, *_ = compiled()
     ok, natural, order, starts, step_edge = path_order(problem.graph.n, np.ascontiguousarray(problem.graph.edges))
     if not ok:
         return None
@@ -104,11 +120,11 @@ def chain_plan(problem: GTVProblem) -> ChainPlan | None:
 
 
 def _step_capacities(problem: GTVProblem, plan: ChainPlan) -> np.ndarray:
-    """``c_e`` of the edge after every path position (0 at the end of a path)."""
-    lam = np.zeros(problem.n)
+    """``c_e`` of the edge after every path position (0 at the end of a path; on a natural chain
+    the capacities themselves, ``n - 1`` of them: the kernels read none at a path's end)."""
     if plan.natural:
-        lam[:-1] = problem.capacities
-        return lam
+        return problem.capacities
+    lam = np.zeros(problem.n)
     has_step = plan.step_edge >= 0
     lam[has_step] = problem.capacities[plan.step_edge[has_step]]
     return lam
@@ -119,28 +135,70 @@ def _path_major(A: np.ndarray, plan: ChainPlan) -> np.ndarray:
     return np.ascontiguousarray((A if plan.natural else A[plan.order]).T)
 
 
-def _stationary_flows(problem: GTVProblem, W, plan: ChainPlan, lam: np.ndarray | None = None) -> np.ndarray:
-    """Flows ``U`` with ``grad L(W) + D^T U = 0`` on every path, exact at the breaks
-    (:func:`~gtvcvx.solvers._chain_kernels.path_flows`).
+@dataclass(frozen=True)
+class _PathTerms:
+    """The stationary flows of a path solution and the terms of their certificate, in node and edge order."""
+
+    U: np.ndarray
+    node_value: float  # sum_i L_i(w_i)
+    node_gaps: np.ndarray
+    edge_value: float  # sum_e c_e phi(z_e)
+    edge_gaps: np.ndarray
+
+
+def _path_terms(problem: GTVProblem, W, plan: ChainPlan, lam: np.ndarray | None = None) -> _PathTerms:
+    """The flows that make ``W`` stationary on every path, clipped into their capacities, and the
+    node and edge terms of their certificate (:func:`~gtvcvx.solvers._chain_kernels.path_certificate`).
 
     Along a path ``v_0 .. v_m`` with ``F_k`` the flow from ``v_k`` to ``v_{k+1}``, node ``v_j``
     sees ``(D^T U)_{v_j} = F_j - F_{j-1}``; ``D`` has ``+1`` at an edge's lower node index, so
-    ``U_e = F_k`` when ``v_k < v_{k+1}`` and ``-F_k`` otherwise.
+    ``U_e = F_k`` when ``v_k < v_{k+1}`` and ``-F_k`` otherwise (``z_e`` changes its sign with it:
+    the edge terms do not).
     """
-    _, _, path_flows = compiled()
-    order, step_edge = plan.order, plan.step_edge
+    *_, path_certificate = compiled()
+    n, d = W.shape
     lam = _step_capacities(problem, plan) if lam is None else lam
-    Gt = _path_major(problem.loss.gradient(W), plan)
-    Bt = _path_major(W, plan)
-    Ft = np.zeros_like(Bt)
-    path_flows(Gt, Bt, lam, plan.starts, Ft)
+    Ft = np.empty((d, n))
+    node_gaps = np.empty(n)
+    edge_gaps = np.empty(problem.n_edges if plan.natural else n)  # (by position: the edge after it)
+    sums = np.empty(2)
+    path_certificate(_path_major(W, plan), _path_major(problem.loss.points, plan), lam, plan.starts,
+                     NORM_BALLS[problem.penalty.dual_ball], CAPACITY_RTOL, Ft, node_gaps, edge_gaps, sums)
     if plan.natural:  # edge k runs from node k (+1 in D) to k + 1: U_e = F_e
-        return np.ascontiguousarray(Ft[:, :-1].T)
+        return _PathTerms(np.ascontiguousarray(Ft[:, :-1].T), float(sums[0]), node_gaps, float(sums[1]), edge_gaps)
+    order, step_edge = plan.order, plan.step_edge
     pos = np.flatnonzero(step_edge >= 0)
+    edges = step_edge[pos]
     sign = np.where(order[pos] < order[pos + 1], 1.0, -1.0)
-    U = np.empty((problem.n_edges, W.shape[1]))
-    U[step_edge[pos]] = sign[:, None] * Ft.T[pos]
-    return U
+    U = np.empty((problem.n_edges, d))
+    U[edges] = sign[:, None] * Ft.T[pos]
+    by_node, by_edge = np.empty(n), np.empty(problem.n_edges)
+    by_node[order] = node_gaps
+    by_edge[edges] = edge_gaps[pos]
+    return _PathTerms(U, float(sums[0]), by_node, float(sums[1]), by_edge)
+
+
+def _stationary_flows(problem: GTVProblem, W, plan: ChainPlan, lam: np.ndarray | None = None) -> np.ndarray:
+    """Flows ``U`` with ``grad L(W) + D^T U = 0`` on every path, exact at the breaks, clipped into
+    their capacities (:func:`_path_terms`)."""
+    return _path_terms(problem, W, plan, lam).U
+
+
+def path_certificate(problem: GTVProblem, terms: _PathTerms) -> Certificate | None:
+    """The certificate :func:`~gtvcvx.solvers.certify_pair` gives ``W`` with the flows of ``terms``,
+    from the terms computed along the paths; None where ``certify_pair`` must decide (a gap that
+    is not finite, or capacities it treats as negligible, :data:`NEGLIGIBLE_CAPACITY`).
+
+    The flows are in their capacity balls, and the squared distances' conjugates have full
+    domains, so there is no conservation residual to pay for: the certificate is the sum of the
+    Fenchel-Young terms plus the rounding allowance (:func:`certificate_from_terms`).
+    """
+    caps = problem.capacities
+    if caps.size and not caps.min() > NEGLIGIBLE_CAPACITY * caps.max():
+        return None
+    primal = terms.node_value + terms.edge_value
+    cert = certificate_from_terms(problem, primal, terms.node_gaps, terms.edge_gaps, FeasibleFlow(U=terms.U, rounds=1))
+    return cert if np.isfinite(cert.gap) else None
 
 
 def solve_chain(problem: GTVProblem, tol: float = 1e-6, *, plan: ChainPlan | None = None) -> GTVResult:
@@ -186,23 +244,23 @@ def solve_chain(problem: GTVProblem, tol: float = 1e-6, *, plan: ChainPlan | Non
     """
     t_start = time.perf_counter()
     plan = checked_plan(problem, tol, plan, chain_refusal, chain_plan, "chain")
-    _, tv1d_paths, _ = compiled()
-    order = plan.order
+    _, tv1d_paths, *_ = compiled()
     points, center = centered_points(problem)
-    Yt = _path_major(points - center, plan)
+    Yt = _path_major(points, plan)
     lam = _step_capacities(problem, plan)
     out = np.empty_like(Yt)
     setup_time = time.perf_counter() - t_start
     t_solve = time.perf_counter()
-    tv1d_paths(Yt, np.full(problem.n, 2.0), lam, plan.starts, out)
+    # (the data weights 2 of ||w - a||^2 as one broadcast value: no n-array to build or stream)
+    tv1d_paths(Yt, center, np.broadcast_to(2.0, problem.n), lam, plan.starts, out)
     if plan.natural:
         W = np.ascontiguousarray(out.T)
     else:
         W = np.empty_like(points)
-        W[order] = out.T
-    W += center
-    U = _stationary_flows(problem, W, plan, lam)
-    return exact_result(problem, W, U, tol, setup_time, t_solve, "chain", {"paths": plan.n_paths})
+        W[plan.order] = out.T
+    terms = _path_terms(problem, W, plan, lam)
+    return exact_result(problem, W, terms.U, tol, setup_time, t_solve, "chain", {"paths": plan.n_paths},
+                        cert=path_certificate(problem, terms))
 
 
 def checked_plan(problem: GTVProblem, tol: float, plan, refusal, make_plan, name: str):
@@ -231,13 +289,15 @@ def centered_points(problem: GTVProblem) -> tuple[np.ndarray, np.ndarray]:
 
 
 def exact_result(problem: GTVProblem, W, U, tol: float, setup_time: float, t_solve: float, method: str,
-                 info: dict) -> GTVResult:
-    """The :class:`GTVResult` of a direct solve: ``(W, U)`` certified by :func:`certify_pair`, status
-    ``optimal`` at ``tol`` or ``inaccurate`` with the reason float64 gives."""
-    # numba is loaded (the direct solvers' dynamic programs): the one-pass edge terms at any size
-    projector = FlowProjector(problem, warm=False,
-                              compiled_terms=problem.n_edges * problem.d >= EXACT_COMPILED_ENTRIES)
-    cert = certify_pair(problem, W, U, projector=projector)
+                 info: dict, cert: Certificate | None = None) -> GTVResult:
+    """The :class:`GTVResult` of a direct solve: ``(W, U)`` certified by :func:`certify_pair` (or
+    ``cert``, its certificate computed by the solver), status ``optimal`` at ``tol`` or
+    ``inaccurate`` with the reason float64 gives."""
+    if cert is None:
+        # numba is loaded (the direct solvers' dynamic programs): the one-pass edge terms at any size
+        projector = FlowProjector(problem, warm=False,
+                                  compiled_terms=problem.n_edges * problem.d >= EXACT_COMPILED_ENTRIES)
+        cert = certify_pair(problem, W, U, projector=projector)
     solve_time = time.perf_counter() - t_solve
     if cert.rel_gap <= tol:
         status, message = Status.OPTIMAL, ""
