@@ -203,114 +203,89 @@ def tv1d_paths(Yt, shift, weight, lam, starts, out):
                 beta[k] = nxt + s
 
 
-def path_certificate(Bt, At, lam, starts, ball, rtol, Ft, node_gaps, edge_gaps, sums):
+def path_certificate(Bt, At, lam, starts, Ft, node_gaps, edge_gaps, sums):
     r"""The flows along the paths that make a solution stationary for the data terms
     ``||beta_i - a_i||^2``, and every term of their certificate, in one pass along the paths.
 
     ``Bt`` and ``At`` hold the solution and the points ``a`` (coordinates x nodes, in path order),
-    ``lam[k]`` the capacity of the edge after position ``k`` (read before a path's end only). Writes,
-    per position ``k``:
+    ``lam[k]`` the capacity of the edge after position ``k`` (read before a path's end only). The
+    penalty is separable over the coordinates: ``c ||z||_1``, or ``c |z|`` for one coordinate (any
+    norm). Writes, per position ``k``:
 
     * ``Ft[:, k]``: the flow to position ``k + 1``: where ``beta_k != beta_{k+1}`` it is
       ``lam_k sign(beta_k - beta_{k+1})`` exactly (the subgradient of the edge term); elsewhere
       ``F_k = F_{k-1} - g_k`` (stationarity of node ``k``, gradients ``g = 2 (beta - a)``),
       restarted at every break and path start (``F = 0``), so rounding accumulates only within
       fused runs and lands in the node terms, which are quadratic in it. Then clipped into
-      ``[-lam_k, lam_k]`` (the capacity ball of ``ball`` 2, the box; of ``ball`` 1, the Euclidean
-      ball, only for one coordinate, where it is the same interval); 0 at the end of a path;
+      ``[-lam_k, lam_k]`` (the capacity box); 0 at the end of a path;
     * ``node_gaps[k] = ||beta_k - a_k - v_k / 2||^2`` with ``v_k = -(F_k - F_{k-1})``: the
       Fenchel-Young term of the squared distance at the node dual ``v = -D^T U``;
-    * ``edge_gaps[k] = lam_k phi(z_k) - <z_k, F_k>`` with ``z_k = beta_k - beta_{k+1}``, ``+inf``
-      where ``||F_k||_* > lam_k (1 + rtol)`` (a NaN flow); not written at the end of a path;
+    * ``edge_gaps[k] = sum_j (lam_k |z_kj| - z_kj F_kj)`` with ``z_k = beta_k - beta_{k+1}``: the
+      edge's Fenchel-Young term, the flow being in its box (not written at the end of a path);
 
-    and ``sums = (sum_k ||beta_k - a_k||^2, sum_k lam_k phi(z_k))``, the two parts of ``P(beta)``,
+    and ``sums = (sum_k ||beta_k - a_k||^2, sum_k lam_k ||z_k||_1)``, the two parts of ``P(beta)``,
     by Neumaier's compensated summation (error at most ``2 u |sum| + O(n u^2) sum |terms|``, below
-    the pairwise sums' the certificate's rounding allowance assumes).
+    the pairwise sums' the certificate's rounding allowance assumes). A NaN or infinite entry
+    leaves a NaN or infinite sum.
 
     These are the terms :func:`gtvcvx.solvers.certify_pair` evaluates (clipping, ``SquaredDistance``'s
-    ``certify_nodes`` and ``node_values``, the compiled edge terms of
-    :func:`gtvcvx.solvers._edge_kernels.edge_terms`) with the same floating-point operations in the
-    same order; on a path the edge's orientation changes the signs of ``z`` and ``u`` together.
+    ``certify_nodes`` and ``node_values``, the penalty's edge terms) with the same operations per
+    coordinate; on a path the edge's orientation changes the signs of ``z`` and ``u`` together.
+    The coordinates are the outer loop: each flow's recursion runs in a register.
 
     References
     ----------
     .. [1] A. Neumaier, "Rundungsfehleranalyse einiger Verfahren zur Summation endlicher Summen",
        ZAMM 54(1), 1974.
     """
-    d = Bt.shape[0]
-    flow = np.zeros(d)
-    previous = np.zeros(d)
     node_sum = 0.0
     node_carry = 0.0
     edge_sum = 0.0
     edge_carry = 0.0
-    for p in range(starts.shape[0] - 1):
-        end = starts[p + 1] - 1
-        for j in range(d):
-            flow[j] = 0.0
-            previous[j] = 0.0
-        for k in range(starts[p], end + 1):
-            inner = k < end
-            c = lam[k] if inner else 0.0
-            value = 0.0
-            gap = 0.0
-            size = 0.0
-            dual = 0.0
-            dot = 0.0
-            for j in range(d):
+    for j in range(Bt.shape[0]):
+        for p in range(starts.shape[0] - 1):
+            end = starts[p + 1] - 1
+            flow = 0.0
+            before = 0.0
+            for k in range(starts[p], end + 1):
                 here = Bt[j, k]
                 r = here - At[j, k]
                 clipped = 0.0
-                if inner:
+                if k < end:
+                    c = lam[k]
                     there = Bt[j, k + 1]
                     if here > there:
-                        flow[j] = c
+                        flow = c
                     elif here < there:
-                        flow[j] = -c
+                        flow = -c
                     else:
-                        flow[j] = flow[j] - 2.0 * r
-                    clipped = flow[j]
+                        flow = flow - 2.0 * r
+                    clipped = flow
                     if clipped > c:  # comparisons, not min/max: a NaN stays NaN (as in np.clip)
                         clipped = c
                     elif clipped < -c:
                         clipped = -c
                     z = here - there
-                    dot += z * clipped
-                    if ball == 1:
-                        size += z * z
-                        dual += clipped * clipped
+                    value = c * abs(z)
+                    term = value - z * clipped
+                    edge_gaps[k] = term if j == 0 else edge_gaps[k] + term
+                    total = edge_sum + value  # (Neumaier's step: the lost low part goes to the carry)
+                    if abs(edge_sum) >= abs(value):
+                        edge_carry += (edge_sum - total) + value
                     else:
-                        size += abs(z)
-                        a = abs(clipped)
-                        if a > dual or a != a:
-                            dual = a
+                        edge_carry += (value - total) + edge_sum
+                    edge_sum = total
                 Ft[j, k] = clipped
-                diff = r + 0.5 * (clipped - previous[j])
-                previous[j] = clipped
-                value += r * r
-                gap += diff * diff
-            node_gaps[k] = gap
-            total = node_sum + value  # (Neumaier's step: the lost low part goes to the carry)
-            if abs(node_sum) >= abs(value):
-                node_carry += (node_sum - total) + value
-            else:
-                node_carry += (value - total) + node_sum
-            node_sum = total
-            if inner:
-                if ball == 1:
-                    size = np.sqrt(size)
-                    dual = np.sqrt(dual)
-                value = c * size
-                if dual <= c * (1.0 + rtol) + 2.2250738585072014e-308:  # (as edge_terms)
-                    edge_gaps[k] = value - dot
+                diff = r + 0.5 * (clipped - before)
+                before = clipped
+                node_gaps[k] = diff * diff if j == 0 else node_gaps[k] + diff * diff
+                value = r * r
+                total = node_sum + value
+                if abs(node_sum) >= abs(value):
+                    node_carry += (node_sum - total) + value
                 else:
-                    edge_gaps[k] = np.inf
-                total = edge_sum + value
-                if abs(edge_sum) >= abs(value):
-                    edge_carry += (edge_sum - total) + value
-                else:
-                    edge_carry += (value - total) + edge_sum
-                edge_sum = total
+                    node_carry += (value - total) + node_sum
+                node_sum = total
     sums[0] = node_sum + node_carry
     sums[1] = edge_sum + edge_carry
 

@@ -24,8 +24,6 @@ from ..capabilities import CapabilityError, provides
 from ..problem import GTVProblem
 from ..results import GTVResult, Status
 from ._chain_kernels import compiled
-from ..penalties import CAPACITY_RTOL
-from ._edge_kernels import NORM_BALLS
 from .certificate import (NEGLIGIBLE_CAPACITY, Certificate, FeasibleFlow, FlowProjector, certificate_from_terms,
                           certify_pair)
 
@@ -162,8 +160,8 @@ def _path_terms(problem: GTVProblem, W, plan: ChainPlan, lam: np.ndarray | None 
     node_gaps = np.empty(n)
     edge_gaps = np.empty(problem.n_edges if plan.natural else n)  # (by position: the edge after it)
     sums = np.empty(2)
-    path_certificate(_path_major(W, plan), _path_major(problem.loss.points, plan), lam, plan.starts,
-                     NORM_BALLS[problem.penalty.dual_ball], CAPACITY_RTOL, Ft, node_gaps, edge_gaps, sums)
+    path_certificate(_path_major(W, plan), _path_major(problem.loss.points, plan), lam, plan.starts, Ft, node_gaps,
+                     edge_gaps, sums)
     if plan.natural:  # edge k runs from node k (+1 in D) to k + 1: U_e = F_e
         return _PathTerms(np.ascontiguousarray(Ft[:, :-1].T), float(sums[0]), node_gaps, float(sums[1]), edge_gaps)
     order, step_edge = plan.order, plan.step_edge
