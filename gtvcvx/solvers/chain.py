@@ -5,7 +5,8 @@ an l1 penalty (or any norm penalty when ``d = 1``), GTV minimization separates o
 coordinates into 1-D total-variation denoising problems, which a dynamic program solves exactly
 in O(n) (:mod:`gtvcvx.solvers._chain_kernels`). The result carries the same certificate as any
 other solve: the flows that make ``W`` stationary are read off the path by cumulative sums and
-certified by :func:`gtvcvx.solvers.certify_pair`.
+certified as :func:`gtvcvx.solvers.certify_pair` certifies them, its terms computed in the same
+compiled pass along the paths (:func:`path_certificate`).
 
 :func:`gtvcvx.solve` picks this solver by itself (``method="auto"``) when :func:`chain_plan`
 finds the structure.
