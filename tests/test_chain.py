@@ -264,3 +264,17 @@ def test_bench_chain_instance_is_seeded_and_its_calls_agree():
     assert np.abs(solved["x"] - kernel["x"]).max() <= 1e-9
     reference = bench.call_cvxpy(instance, "CLARABEL")
     assert np.abs(solved["x"] - reference["x"]).max() <= 1e-3
+
+
+def test_data_whose_squares_overflow_float64_get_a_clear_inaccurate_status():
+    """Points near 1e200 (their squares overflow): the exact solve still runs, and the result says
+    that P(W) is not finite in float64 and to rescale, not that a flow exceeds its capacity."""
+    rng = np.random.default_rng(6)
+    problem = g.GTVProblem(g.graphs.chain(30), g.SquaredDistance(1e200 * rng.normal(size=(30, 1))), g.Norm1(),
+                           lam=1e200)
+    with np.errstate(all="ignore"):
+        result = g.solve(problem, tol=1e-6)
+    assert result.info["method"] == "chain" and result.status == "inaccurate"
+    assert result.rel_gap == np.inf
+    assert "P(W) evaluates to inf in float64" in result.message and "rescale the data" in result.message
+    assert "capacity" not in result.message

@@ -1086,7 +1086,11 @@ def certificate_from_terms(problem: GTVProblem, primal: float, node_gaps: np.nda
     gap = float(terms + allowance)
     message = flow.message
     if not np.isfinite(gap) or not np.isfinite(primal):
-        if not np.isfinite(edge_gaps.sum()):
+        if not np.isfinite(primal):
+            message = message or (f"no finite certificate: P(W) evaluates to {primal} in float64 (a loss or "
+                                  "penalty term overflows, or W is not finite): rescale the data, e.g. "
+                                  "standardize it")
+        elif not np.isfinite(edge_gaps.sum()):
             message = message or "no finite dual bound: the flow exceeds an edge capacity"
         else:
             message = message or ("no finite dual bound: the flow's conservation residual cannot be bounded "

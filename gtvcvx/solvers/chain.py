@@ -302,15 +302,18 @@ def exact_result(problem: GTVProblem, W, U, tol: float, setup_time: float, t_sol
         status, message = Status.OPTIMAL, ""
     else:
         status = Status.INACCURATE
-        if cert.resolution > tol:
-            message = cert.resolution_message(tol)
+        if not np.isfinite(cert.gap):  # (e.g. squares of data near 1e160 overflow)
+            message = f"the exact {method} solve has {cert.message or 'no finite certificate'}"
         else:
-            message = (f"float64 cannot hold the exact solution closer: W rounded to float64 certifies a relative "
-                       f"gap of {cert.rel_gap:.3g} > tol = {tol:g} (data far larger than its differences: center "
-                       "or rescale the data, or loosen tol)")
-        message = f"{message}; the exact {method} solve certified {cert.rel_gap:.3g}"
-        if cert.message:
-            message = f"{message}; {cert.message}"
+            if cert.resolution > tol:
+                message = cert.resolution_message(tol)
+            else:
+                message = (f"float64 cannot hold the exact solution closer: W rounded to float64 certifies a "
+                           f"relative gap of {cert.rel_gap:.3g} > tol = {tol:g} (data far larger than its "
+                           "differences: center or rescale the data, or loosen tol)")
+            message = f"{message}; the exact {method} solve certified {cert.rel_gap:.3g}"
+            if cert.message:
+                message = f"{message}; {cert.message}"
     history = pd.DataFrame([{"iteration": 1, "time": setup_time + solve_time, "primal": cert.primal,
                              "dual": cert.dual, "gap": cert.gap, "rel_gap": cert.rel_gap}])
     return GTVResult(status=status, solver="fast", W=W, U=cert.U, primal=cert.primal, dual=cert.dual,
