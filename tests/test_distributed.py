@@ -300,3 +300,19 @@ def test_bench_rows_are_medians_of_alternating_runs():
     assert next(r for r in rows if r["workers"] == 0)["per_iteration_runs"] == "5"
     # 5 |E| d + n d (r + 8) doubles
     assert bytes_bound(100, 1000, 10) == 8.0 * (5 * 1000 * 10 + 100 * 10 * 18)
+
+
+def test_an_objective_that_overflows_float64_stops_the_cluster_too(client):
+    """As the single-process core: P(W) not finite at NONFINITE_CHECKS check-points in a row stops
+    the run (status solver_error) with the certificate's reason."""
+    from gtvcvx.solvers._pdhg_common import NONFINITE_CHECKS
+
+    problem = _regression()
+    huge = gtvcvx.GTVProblem(problem.graph, gtvcvx.SquaredError([1e160 * x for x in problem.loss.X],
+                                                                [1e160 * y for y in problem.loss.y]),
+                             gtvcvx.Norm2(), 1e160)
+    with np.errstate(all="ignore"):
+        result = gtvcvx.solve(huge, tol=1e-6, backend="dask", client=client, n_parts=2)
+    assert result.status == "solver_error" and result.iterations < 500
+    assert f"P(W) was not finite at {NONFINITE_CHECKS} check-points in a row" in result.message
+    assert "rescale the data" in result.message

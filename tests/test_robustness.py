@@ -102,3 +102,19 @@ def test_nan_inputs_are_rejected_with_names():
         g.GTVProblem(g.graphs.chain(3), g.SquaredDistance(np.zeros((3, 2))), g.Norm2(), -1.0)
     with pytest.raises(ValueError, match=r"the loss covers 2 nodes but the graph has 3 nodes"):
         g.GTVProblem(g.graphs.chain(3), g.SquaredDistance(np.zeros((2, 2))), g.Norm2(), 1.0)
+
+
+@pytest.mark.parametrize("method", ["halpern", "auto"])
+def test_an_objective_that_overflows_float64_stops_the_core_with_the_reason(method):
+    """Points near 1e160 on a star (no exact solver): every P(W) overflows, so after
+    NONFINITE_CHECKS check-points the core stops (it ran 100,000 iterations before) and says why."""
+    from gtvcvx.solvers._pdhg_common import NONFINITE_CHECKS
+
+    rng = np.random.default_rng(0)
+    problem = g.GTVProblem(g.graphs.star(30), g.SquaredDistance(1e160 * rng.normal(size=(30, 2))), g.Norm2(),
+                           lam=1e160)
+    with np.errstate(all="ignore"):
+        result = g.solve(problem, tol=1e-6, method=method)
+    assert result.status == "solver_error" and result.iterations < 200
+    assert f"P(W) was not finite at {NONFINITE_CHECKS} check-points in a row" in result.message
+    assert "overflows" in result.message and "rescale the data" in result.message

@@ -15,8 +15,8 @@ from ..results import GTVResult
 from ._edge_kernels import laplacian_product
 from .certificate import Certificate
 
-__all__ = ["IterationInfo", "CHECK_SPACING", "PREDICT_FROM_ENTRIES", "predicted_spacing", "step_norm_estimate",
-           "warm_start_parts", "initial_primal_weight", "uniqueness_note"]
+__all__ = ["IterationInfo", "CHECK_SPACING", "PREDICT_FROM_ENTRIES", "NONFINITE_CHECKS", "predicted_spacing",
+           "step_norm_estimate", "warm_start_parts", "initial_primal_weight", "uniqueness_note"]
 
 
 @dataclass
@@ -41,6 +41,10 @@ CHECK_SPACING = {"cheap": (10, 8), "projection": (20, 4)}
 #: d = 10: ~3.8 s against ~0.9 s), and the spacing follows the certified gaps instead
 #: (:func:`predicted_spacing`).
 PREDICT_FROM_ENTRIES = 1 << 22
+#: Stop (status ``solver_error``) once this many check-points in a row found ``P(W)`` not finite:
+#: with finite data every loss and penalty is finite everywhere, so the objective overflows float64
+#: at the iterates (data near 1e154 and above ran 100,000 iterations to no certificate).
+NONFINITE_CHECKS = 3
 
 
 def predicted_spacing(spacing: int, iteration: int, gaps: list[tuple[int, float]], tol: float) -> int:

@@ -33,7 +33,7 @@ from ._cg import conjugate_gradient
 from ._edge_kernels import differences, divergence, edge_norm_terms
 
 __all__ = ["Certificate", "FeasibleFlow", "FlowProjector", "feasible_flow", "certify_pair", "stationarity",
-           "bounds_optimum", "constrained_nodes", "certificate_from_terms"]
+           "bounds_optimum", "constrained_nodes", "certificate_from_terms", "no_bound_message"]
 
 
 @dataclass
@@ -1052,6 +1052,17 @@ def _certificate_of(problem: GTVProblem, W, flow: FeasibleFlow, projector: FlowP
                                   estimated_bound=estimated)
 
 
+def no_bound_message(primal: float, edge_gaps_total: float) -> str:
+    """Why a certificate with primal value ``primal`` and edge terms summing to ``edge_gaps_total``
+    has no finite gap."""
+    if not np.isfinite(primal):
+        return (f"no finite certificate: P(W) evaluates to {primal} in float64 (a loss or penalty term overflows, "
+                "or W is not finite): rescale the data, e.g. standardize it")
+    if not np.isfinite(edge_gaps_total):
+        return "no finite dual bound: the flow exceeds an edge capacity"
+    return "no finite dual bound: the flow's conservation residual cannot be bounded"
+
+
 def certificate_from_terms(problem: GTVProblem, primal: float, node_gaps: np.ndarray, edge_gaps: np.ndarray,
                            flow: FeasibleFlow, *, bound: float = 0.0, cross: float = 0.0,
                            estimated_bound: bool = False) -> Certificate:
@@ -1086,15 +1097,7 @@ def certificate_from_terms(problem: GTVProblem, primal: float, node_gaps: np.nda
     gap = float(terms + allowance)
     message = flow.message
     if not np.isfinite(gap) or not np.isfinite(primal):
-        if not np.isfinite(primal):
-            message = message or (f"no finite certificate: P(W) evaluates to {primal} in float64 (a loss or "
-                                  "penalty term overflows, or W is not finite): rescale the data, e.g. "
-                                  "standardize it")
-        elif not np.isfinite(edge_gaps.sum()):
-            message = message or "no finite dual bound: the flow exceeds an edge capacity"
-        else:
-            message = message or ("no finite dual bound: the flow's conservation residual cannot be bounded "
-                                  "(e.g. P(W) is not finite)")
+        message = message or no_bound_message(primal, float(edge_gaps.sum()))
         dual, gap = -np.inf, np.inf
     else:
         dual = primal - gap

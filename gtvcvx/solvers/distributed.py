@@ -32,9 +32,9 @@ from ..results import GTVResult, Status, relative_gap
 from ._dask_part import Part, PartData
 from ._partition import part_layouts, partition_graph
 from .certificate import (_ROUNDING_FACTOR, UNBOUNDED_TARGET_RTOL, Certificate, ResidualAllowance,
-                          merge_allowance_partials)
-from ._pdhg_common import (CHECK_SPACING, IterationInfo, initial_primal_weight, step_norm_estimate, uniqueness_note,
-                           warm_start_parts)
+                          merge_allowance_partials, no_bound_message)
+from ._pdhg_common import (CHECK_SPACING, NONFINITE_CHECKS, IterationInfo, initial_primal_weight, step_norm_estimate,
+                           uniqueness_note, warm_start_parts)
 
 __all__ = ["SiteProblem", "PartData", "solve_distributed"]
 
@@ -471,6 +471,12 @@ def _solve(problem, graph, client, tol, max_iter, time_limit, warm_start, callba
                     if s["best_gap"] <= tol:
                         status, message = Status.OPTIMAL, ""
                         break
+                    # (s.get: a checkpoint written before this counter existed)
+                    s["nonfinite"] = 0 if np.isfinite(cert.primal) else s.get("nonfinite", 0) + 1
+                    if s["nonfinite"] >= NONFINITE_CHECKS:  # the objective overflows float64
+                        status = Status.SOLVER_ERROR
+                        message = f"P(W) was not finite at {s['nonfinite']} check-points in a row"
+                        break
                     if callback is not None and callback(IterationInfo(iteration, elapsed, None, None, cert,
                                                                        s["omega"], s["restarts"])):
                         status, message = Status.MAX_ITER, "stopped by callback"
@@ -682,9 +688,7 @@ class _Certifier:
             abs(primal) + abs(terms) + abs(cross))
         gap = float(terms + bound + abs(cross) + rounding)
         if not (math.isfinite(gap) and math.isfinite(primal)):
-            message = ("no finite dual bound: the flow exceeds an edge capacity" if not math.isfinite(sums["edge_gaps"])
-                       else "no finite dual bound: the flow's conservation residual cannot be bounded "
-                            "(e.g. P(W) is not finite)")
+            message = no_bound_message(primal, sums["edge_gaps"])
             dual, gap = -math.inf, math.inf
         else:
             dual = primal - gap

@@ -25,7 +25,7 @@ from ..results import GTVResult, Status
 from ._edge_kernels import MOVE_HALPERN, MOVE_NONE, MOVE_RESTART, EdgeSweep, divergence
 from ._node_kernels import NodeSweeps, squared_distance
 from ._pdhg_common import CHECK_SPACING as _CHECK_SPACING
-from ._pdhg_common import PREDICT_FROM_ENTRIES, predicted_spacing
+from ._pdhg_common import NONFINITE_CHECKS, PREDICT_FROM_ENTRIES, predicted_spacing
 from ._pdhg_common import IterationInfo, initial_primal_weight, uniqueness_note, warm_start_parts
 from ._pdhg_common import step_norm_estimate as _step_norm_estimate
 from ._reorder import edge_block_order, locality_order
@@ -435,6 +435,7 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
     # with check_every=None certificates also come when the fixed-point residual has fallen
     # about as much as the gap still has to (see `trigger`)
     cert_time = 0.0
+    nonfinite = 0  # check-points in a row whose P(W) was not finite
     # large problems: certificates where the certified gaps predict tol (predicted_spacing)
     predict = check_every is None and problem.n_edges * problem.d >= PREDICT_FROM_ENTRIES
     last_cert = 0.0  # cost of the latest certificate, to keep the next one inside a time budget
@@ -500,6 +501,11 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
                             "certificate_time": this_cert})
             if best is None or cert.rel_gap <= best[0]:  # ties (e.g. no finite bound yet): the latest
                 best = (cert.rel_gap, Wp.copy(), kept(cert))
+            nonfinite = 0 if np.isfinite(cert.primal) else nonfinite + 1
+            if nonfinite >= NONFINITE_CHECKS:
+                status = Status.SOLVER_ERROR
+                message = f"P(W) was not finite at {nonfinite} check-points in a row"  # (+ the certificate's reason)
+                break
             if tol < cert.rel_gap < _POLISH_BELOW and polish_on:
                 # the iterate's objective converges long before its flows when m_i < d: once the
                 # fused structure is the same at two check-points, try the exact cluster-reduced
