@@ -152,11 +152,11 @@ def _path_problem(rng, n, d, penalty, cuts=(), scale=1.0, natural=False):
 @pytest.mark.parametrize("penalty, d", [(g.Norm1(), 3), (g.Norm2(), 1), (g.Norm1(), 1)])
 @pytest.mark.parametrize("natural, cuts", [(True, ()), (False, ()), (False, (0, 9, 10, 30))])
 def test_the_certificate_computed_along_the_paths_is_certify_pairs(penalty, d, natural, cuts):
-    """The chain solver's one-pass certificate (path_certificate) gives what certify_pair gives for the
-    same W and flows, at the solution and at perturbed points (then it must still bound the true
-    suboptimality): the same flows, node and edge terms, primal and gap to rounding. Cuts at 9 and
-    10 leave a path of one node."""
-    from gtvcvx.solvers.chain import _path_terms, path_certificate
+    """The chain solver's one-pass certificate (path_certificate, direct_certificate) gives what
+    certify_pair gives for the same W and flows, at the solution and at perturbed points (then it
+    must still bound the true suboptimality): the same flows, node and edge terms, primal and gap
+    to rounding. Cuts at 9 and 10 leave a path of one node."""
+    from gtvcvx.solvers.chain import _path_terms, direct_certificate
 
     rng = np.random.default_rng(20 + d + len(cuts))
     problem = _path_problem(rng, 48, d, penalty, cuts, natural=natural)
@@ -167,7 +167,7 @@ def test_the_certificate_computed_along_the_paths_is_certify_pairs(penalty, d, n
     for step in (0.0, 1e-8, 1e-3, 1.0):
         W = exact.W + step * rng.normal(size=exact.W.shape)
         terms = _path_terms(problem, W, plan)
-        fused = path_certificate(problem, terms)
+        fused = direct_certificate(problem, terms)
         generic = g.solvers.certify_pair(problem, W, terms.U)
         np.testing.assert_array_equal(fused.U, generic.U)
         assert fused.primal == pytest.approx(generic.primal, rel=1e-14, abs=1e-300)
@@ -180,8 +180,8 @@ def test_the_certificate_computed_along_the_paths_is_certify_pairs(penalty, d, n
 
 def test_the_path_certificate_leaves_negligible_capacities_and_infinite_gaps_to_certify_pair():
     """Where certify_pair zeroes the flows of negligible capacities (NEGLIGIBLE_CAPACITY), or a term is
-    not finite, path_certificate returns None and exact_result certifies with certify_pair."""
-    from gtvcvx.solvers.chain import _path_terms, path_certificate
+    not finite, direct_certificate returns None and exact_result certifies with certify_pair."""
+    from gtvcvx.solvers.chain import _path_terms, direct_certificate
 
     rng = np.random.default_rng(5)
     n = 30
@@ -191,7 +191,7 @@ def test_the_path_certificate_leaves_negligible_capacities_and_infinite_gaps_to_
                            g.Norm1(), lam=0.5)
     plan = chain_plan(problem)
     exact = solve_chain(problem, tol=1e-10)
-    assert path_certificate(problem, _path_terms(problem, exact.W, plan)) is None
+    assert direct_certificate(problem, _path_terms(problem, exact.W, plan)) is None
     assert exact.status == "optimal"
     generic = g.solvers.certify_pair(problem, exact.W, exact.U)
     assert exact.gap == generic.gap and exact.U[7, 0] == 0.0
@@ -199,7 +199,7 @@ def test_the_path_certificate_leaves_negligible_capacities_and_infinite_gaps_to_
     plain = g.GTVProblem(g.graphs.chain(n), problem.loss, g.Norm1(), lam=0.5)
     W = solve_chain(plain).W.copy()
     W[3] = np.inf
-    assert path_certificate(plain, _path_terms(plain, W, chain_plan(plain))) is None
+    assert direct_certificate(plain, _path_terms(plain, W, chain_plan(plain))) is None
 
 
 def test_badly_scaled_data_is_still_certified_near_machine_precision():

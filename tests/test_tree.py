@@ -23,7 +23,7 @@ def _random_forest(rng, n, cuts=0):
 
 def test_dynamic_program_matches_clarabel_on_random_forests_with_weighted_edges_and_data():
     pytest.importorskip("cvxpy")
-    forest_order, tv_tree, _ = compiled()
+    forest_order, tv_tree, *_ = compiled()
     rng = np.random.default_rng(0)
     for trial in range(16):
         n = int(rng.integers(1, 40))
@@ -41,7 +41,7 @@ def test_dynamic_program_matches_clarabel_on_random_forests_with_weighted_edges_
 
 
 def test_forest_order_roots_each_tree_and_finds_cycles():
-    forest_order, _, _ = compiled()
+    forest_order, *_ = compiled()
     edges = np.array([[0, 3], [3, 4], [1, 3], [2, 5]], dtype=np.int64)  # trees {0,1,3,4} and {2,5}
     ok, order, parent, parent_edge = forest_order(6, edges)
     assert ok and list(order) == [0, 3, 4, 1, 2, 5]
@@ -81,6 +81,38 @@ def test_tree_certificate_is_honest_for_a_suboptimal_W():
         W = exact.W + scale * rng.normal(size=exact.W.shape)
         cert = g.solvers.certify_pair(problem, W, _stationary_flows(problem, W, plan, lam))
         assert cert.gap >= problem.objective(W) - exact.primal - 1e-12
+
+
+@pytest.mark.parametrize("penalty, d", [(g.Norm1(), 3), (g.Norm2(), 1), (g.Norm1(), 1)])
+@pytest.mark.parametrize("cuts", [0, 3])
+def test_the_certificate_computed_up_the_trees_is_certify_pairs(penalty, d, cuts):
+    """The tree solver's one-pass certificate (tree_certificate, direct_certificate) gives what
+    certify_pair gives for the same W and flows, at the solution and at perturbed points (then it
+    must still bound the true suboptimality): the same flows, terms, primal and gap to rounding (the
+    divergence sums a node's edges in another order)."""
+    from gtvcvx.solvers.chain import direct_certificate
+    from gtvcvx.solvers.tree import _node_terms
+
+    rng = np.random.default_rng(30 + d + cuts)
+    n = 50
+    edges = _random_forest(rng, n, cuts)
+    graph = g.Graph.from_edges(n, edges, rng.uniform(0.1, 2.0, len(edges)))
+    problem = g.GTVProblem(graph, g.SquaredDistance(rng.normal(size=(n, d)) * 3.0), penalty, lam=0.9)
+    plan = tree_plan(problem)
+    lam = np.where(plan.parent >= 0, problem.capacities[np.maximum(plan.parent_edge, 0)], 0.0)
+    exact = solve_tree(problem, tol=1e-12)
+    assert exact.status == "optimal" and exact.rel_gap <= 1e-13
+    for step in (0.0, 1e-8, 1e-3, 1.0):
+        W = exact.W + step * rng.normal(size=exact.W.shape)
+        terms = _node_terms(problem, W, plan, lam)
+        fused = direct_certificate(problem, terms)
+        generic = g.solvers.certify_pair(problem, W, terms.U)
+        np.testing.assert_array_equal(fused.U, generic.U)
+        assert fused.primal == pytest.approx(generic.primal, rel=1e-14)
+        assert fused.gap == pytest.approx(generic.gap, rel=1e-9, abs=1e-14 * (1 + abs(generic.primal)))
+        np.testing.assert_allclose(fused.node_gaps, generic.node_gaps, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(fused.edge_gaps, generic.edge_gaps, rtol=1e-13, atol=1e-13)
+        assert fused.gap >= problem.objective(W) - exact.primal - 1e-12 * (1 + abs(exact.primal))
 
 
 def test_a_star_fuses_to_the_weighted_mean_when_lam_is_large():

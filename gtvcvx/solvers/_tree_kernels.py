@@ -1,5 +1,6 @@
 r"""Compiled kernels of the exact tree solver (:mod:`gtvcvx.solvers.tree`): a rooted order of a
-forest and the dynamic program for total variation on a tree with weighted edges and data.
+forest, the dynamic program for total variation on a tree with weighted edges and data, and the
+certificate terms of its solution in one pass per coordinate.
 
 The functions are plain Python; :func:`compiled` returns them compiled by numba (on first use,
 cached on disk when the package directory is writable), so ``import gtvcvx`` does not load numba.
@@ -211,38 +212,88 @@ def tv_tree(Yt, weight, lam, order, parent, out):
                 out[j, i] = tp[i] if t > tp[i] else (tm[i] if t < tm[i] else t)
 
 
-def tree_flows(Gt, Bt, lam, order, parent, Ft):
-    r"""Flows up the trees that make a solution ``Bt`` stationary.
+def tree_certificate(Bt, At, lam, order, parent, Ft, node_gaps, edge_gaps, sums):
+    r"""The flows up the trees that make a solution stationary for the data terms
+    ``||beta_i - a_i||^2``, and every term of their certificate, in one pass per coordinate.
 
-    ``Ft[j, i]`` is the flow from node ``i`` to its parent (coordinate ``j``): where
-    ``beta_i != beta_parent`` it is ``lam_i sign(beta_i - beta_parent)`` exactly (the subgradient of
-    the edge term); elsewhere the flows from ``i``'s children minus ``i``'s data-term gradient
-    ``Gt[j, i]`` (stationarity of node ``i``), leaves first, so rounding accumulates only within
-    fused subtrees. Roots get no flow.
+    ``Bt`` and ``At`` hold the solution and the points ``a`` (coordinates x nodes), ``lam[i]`` the
+    capacity of the edge above node ``i``; ``order`` and ``parent`` from :func:`forest_order`. The
+    penalty is separable over the coordinates (``c ||z||_1``, or ``c |z|`` for one coordinate).
+    Writes, per node ``i``:
+
+    * ``Ft[:, i]``: the flow from ``i`` to its parent: where ``beta_i != beta_parent`` it is
+      ``lam_i sign(beta_i - beta_parent)`` exactly (the subgradient of the edge term); elsewhere the
+      flows from ``i``'s children minus ``i``'s data-term gradient ``2 (beta_i - a_i)`` (stationarity
+      of node ``i``), leaves first, so rounding accumulates only within fused subtrees. Then
+      clipped into ``[-lam_i, lam_i]``; 0 at a root;
+    * ``node_gaps[i] = ||beta_i - a_i - v_i / 2||^2`` with ``v_i = -(F_i - sum_children F_c)`` (the
+      clipped flows): the Fenchel-Young term of the squared distance at the node dual
+      ``v = -D^T U``;
+    * ``edge_gaps[i] = sum_j (lam_i |z_ij| - z_ij F_ij)`` with ``z_i = beta_i - beta_parent``: the
+      Fenchel-Young term of the edge above ``i``, the flow being in its box (not written at a root);
+
+    and ``sums = (sum_i ||beta_i - a_i||^2, sum_i lam_i ||z_i||_1)`` by Neumaier's compensated
+    summation, as :func:`gtvcvx.solvers._chain_kernels.path_certificate` (whose terms these are on a
+    path). A NaN or infinite entry leaves a NaN or infinite sum.
     """
     n = Bt.shape[1]
-    inflow = np.empty(n)
+    inflow = np.empty(n)  # the children's flows, as the recursion sums them
+    clipped_in = np.empty(n)  # ... and clipped, as the divergence sums them
+    node_sum = 0.0
+    node_carry = 0.0
+    edge_sum = 0.0
+    edge_carry = 0.0
     for j in range(Bt.shape[0]):
         inflow[:] = 0.0
+        clipped_in[:] = 0.0
         for pos in range(n - 1, -1, -1):
             i = order[pos]
             p = parent[i]
-            if p < 0:
-                Ft[j, i] = 0.0
-                continue
             here = Bt[j, i]
-            there = Bt[j, p]
-            if here > there:
-                flow = lam[i]
-            elif here < there:
-                flow = -lam[i]
+            r = here - At[j, i]
+            clipped = 0.0
+            if p >= 0:
+                c = lam[i]
+                there = Bt[j, p]
+                if here > there:
+                    flow = c
+                elif here < there:
+                    flow = -c
+                else:
+                    flow = inflow[i] - 2.0 * r
+                clipped = flow
+                if clipped > c:  # comparisons, not min/max: a NaN stays NaN (as in np.clip)
+                    clipped = c
+                elif clipped < -c:
+                    clipped = -c
+                inflow[p] += flow
+                clipped_in[p] += clipped
+                z = here - there
+                value = c * abs(z)
+                term = value - z * clipped
+                edge_gaps[i] = term if j == 0 else edge_gaps[i] + term
+                total = edge_sum + value  # (Neumaier's step: the lost low part goes to the carry)
+                if abs(edge_sum) >= abs(value):
+                    edge_carry += (edge_sum - total) + value
+                else:
+                    edge_carry += (value - total) + edge_sum
+                edge_sum = total
+            Ft[j, i] = clipped
+            diff = r + 0.5 * (clipped - clipped_in[i])
+            node_gaps[i] = diff * diff if j == 0 else node_gaps[i] + diff * diff
+            value = r * r
+            total = node_sum + value
+            if abs(node_sum) >= abs(value):
+                node_carry += (node_sum - total) + value
             else:
-                flow = inflow[i] - Gt[j, i]
-            Ft[j, i] = flow
-            inflow[p] += flow
+                node_carry += (value - total) + node_sum
+            node_sum = total
+    sums[0] = node_sum + node_carry
+    sums[1] = edge_sum + edge_carry
 
 
 @cache
 def compiled():
-    """``(forest_order, tv_tree, tree_flows)`` compiled by numba (imported here: a lazily loaded backend)."""
-    return njit(forest_order, tv_tree, tree_flows, purpose="the exact tree solver")
+    """``(forest_order, tv_tree, tree_certificate)`` compiled by numba (imported here: a lazily loaded
+    backend)."""
+    return njit(forest_order, tv_tree, tree_certificate, purpose="the exact tree solver")

@@ -6,7 +6,7 @@ coordinates into 1-D total-variation denoising problems, which a dynamic program
 in O(n) (:mod:`gtvcvx.solvers._chain_kernels`). The result carries the same certificate as any
 other solve: the flows that make ``W`` stationary are read off the path by cumulative sums and
 certified as :func:`gtvcvx.solvers.certify_pair` certifies them, its terms computed in the same
-compiled pass along the paths (:func:`path_certificate`).
+compiled pass along the paths (:func:`direct_certificate`).
 
 :func:`gtvcvx.solve` picks this solver by itself (``method="auto"``) when :func:`chain_plan`
 finds the structure.
@@ -29,7 +29,7 @@ from .certificate import (NEGLIGIBLE_CAPACITY, Certificate, FeasibleFlow, FlowPr
                           certify_pair)
 
 __all__ = ["ChainPlan", "chain_plan", "solve_chain", "chain_refusal", "separable_refusal", "exact_result",
-           "checked_plan", "centered_points"]
+           "checked_plan", "centered_points", "DirectTerms", "direct_certificate"]
 
 #: Dual-ball geometries for which the penalty separates over coordinates: the box (l1 norm) in
 #: any dimension; any norm ball when d = 1 (an interval).
@@ -135,8 +135,9 @@ def _path_major(A: np.ndarray, plan: ChainPlan) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class _PathTerms:
-    """The stationary flows of a path solution and the terms of their certificate, in node and edge order."""
+class DirectTerms:
+    """The stationary flows of an exact solution (chain or tree) and the terms of their
+    certificate, in node and edge order."""
 
     U: np.ndarray
     node_value: float  # sum_i L_i(w_i)
@@ -145,7 +146,7 @@ class _PathTerms:
     edge_gaps: np.ndarray
 
 
-def _path_terms(problem: GTVProblem, W, plan: ChainPlan, lam: np.ndarray | None = None) -> _PathTerms:
+def _path_terms(problem: GTVProblem, W, plan: ChainPlan, lam: np.ndarray | None = None) -> DirectTerms:
     """The flows that make ``W`` stationary on every path, clipped into their capacities, and the
     node and edge terms of their certificate (:func:`~gtvcvx.solvers._chain_kernels.path_certificate`).
 
@@ -164,7 +165,7 @@ def _path_terms(problem: GTVProblem, W, plan: ChainPlan, lam: np.ndarray | None 
     path_certificate(_path_major(W, plan), _path_major(problem.loss.points, plan), lam, plan.starts, Ft, node_gaps,
                      edge_gaps, sums)
     if plan.natural:  # edge k runs from node k (+1 in D) to k + 1: U_e = F_e
-        return _PathTerms(np.ascontiguousarray(Ft[:, :-1].T), float(sums[0]), node_gaps, float(sums[1]), edge_gaps)
+        return DirectTerms(np.ascontiguousarray(Ft[:, :-1].T), float(sums[0]), node_gaps, float(sums[1]), edge_gaps)
     order, step_edge = plan.order, plan.step_edge
     pos = np.flatnonzero(step_edge >= 0)
     edges = step_edge[pos]
@@ -174,7 +175,7 @@ def _path_terms(problem: GTVProblem, W, plan: ChainPlan, lam: np.ndarray | None 
     by_node, by_edge = np.empty(n), np.empty(problem.n_edges)
     by_node[order] = node_gaps
     by_edge[edges] = edge_gaps[pos]
-    return _PathTerms(U, float(sums[0]), by_node, float(sums[1]), by_edge)
+    return DirectTerms(U, float(sums[0]), by_node, float(sums[1]), by_edge)
 
 
 def _stationary_flows(problem: GTVProblem, W, plan: ChainPlan, lam: np.ndarray | None = None) -> np.ndarray:
@@ -183,10 +184,11 @@ def _stationary_flows(problem: GTVProblem, W, plan: ChainPlan, lam: np.ndarray |
     return _path_terms(problem, W, plan, lam).U
 
 
-def path_certificate(problem: GTVProblem, terms: _PathTerms) -> Certificate | None:
+def direct_certificate(problem: GTVProblem, terms: DirectTerms) -> Certificate | None:
     """The certificate :func:`~gtvcvx.solvers.certify_pair` gives ``W`` with the flows of ``terms``,
-    from the terms computed along the paths; None where ``certify_pair`` must decide (a gap that
-    is not finite, or capacities it treats as negligible, :data:`NEGLIGIBLE_CAPACITY`).
+    from the terms an exact solver computed along its paths or trees; None where ``certify_pair``
+    must decide (a gap that is not finite, or capacities it treats as negligible,
+    :data:`NEGLIGIBLE_CAPACITY`).
 
     The flows are in their capacity balls, and the squared distances' conjugates have full
     domains, so there is no conservation residual to pay for: the certificate is the sum of the
@@ -259,7 +261,7 @@ def solve_chain(problem: GTVProblem, tol: float = 1e-6, *, plan: ChainPlan | Non
         W[plan.order] = out.T
     terms = _path_terms(problem, W, plan, lam)
     return exact_result(problem, W, terms.U, tol, setup_time, t_solve, "chain", {"paths": plan.n_paths},
-                        cert=path_certificate(problem, terms))
+                        cert=direct_certificate(problem, terms))
 
 
 def checked_plan(problem: GTVProblem, tol: float, plan, refusal, make_plan, name: str):

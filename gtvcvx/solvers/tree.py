@@ -7,8 +7,9 @@ dynamic program with mergeable knot sets solves exactly in O(n log n)
 (:mod:`gtvcvx.solvers._tree_kernels`). Paths keep the O(n) chain solver
 (:mod:`gtvcvx.solvers.chain`); :func:`gtvcvx.solve` picks this one by itself (``method="auto"``)
 for the other forests. The result carries the same certificate as any other solve: the flows
-that make ``W`` stationary are summed up each tree (exact at the breaks) and certified by
-:func:`gtvcvx.solvers.certify_pair`.
+that make ``W`` stationary are summed up each tree (exact at the breaks) and certified as
+:func:`gtvcvx.solvers.certify_pair` certifies them, its terms computed in the same compiled pass
+(:func:`~gtvcvx.solvers.chain.direct_certificate`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import numpy as np
 from ..problem import GTVProblem
 from ..results import GTVResult
 from ._tree_kernels import compiled
-from .chain import centered_points, checked_plan, exact_result, separable_refusal
+from .chain import DirectTerms, centered_points, checked_plan, direct_certificate, exact_result, separable_refusal
 
 __all__ = ["TreePlan", "tree_plan", "solve_tree", "tree_refusal"]
 
@@ -74,7 +75,7 @@ def tree_plan(problem: GTVProblem) -> TreePlan | None:
     """The :class:`TreePlan` of ``problem`` when the tree solver applies, else None."""
     if tree_refusal(problem):
         return None
-    forest_order, _, _ = compiled()
+    forest_order, *_ = compiled()
     ok, order, parent, parent_edge = forest_order(problem.n, np.ascontiguousarray(problem.graph.edges))
     return TreePlan(order, parent, parent_edge) if ok else None
 
@@ -87,23 +88,48 @@ def _edge_capacities(problem: GTVProblem, plan: TreePlan) -> np.ndarray:
     return lam
 
 
-def _stationary_flows(problem: GTVProblem, W, plan: TreePlan, lam: np.ndarray) -> np.ndarray:
-    """Flows ``U`` with ``grad L(W) + D^T U = 0`` at every node but the roots, exact at the breaks
-    (:func:`~gtvcvx.solvers._tree_kernels.tree_flows`).
+def _tree_terms(problem: GTVProblem, Wt, Pt, plan: TreePlan, lam_rooted: np.ndarray,
+                above: np.ndarray) -> DirectTerms:
+    """The flows that make ``W`` stationary at every node but the roots, clipped into their
+    capacities, and the node and edge terms of their certificate
+    (:func:`~gtvcvx.solvers._tree_kernels.tree_certificate`), from ``W`` and the points in the rooted
+    order (``Wt``, ``Pt``: coordinates x nodes, ``Wt[:, k]`` the node ``plan.order[k]``), with the
+    capacities ``lam_rooted`` and parents' positions ``above`` of that order (the kernel then reads
+    the nodes in sequence, as the dynamic program does).
 
     ``F_i`` flows from node ``i`` to its parent; ``D`` has ``+1`` at an edge's lower node index,
-    so ``U_e = F_i`` when ``i < parent(i)`` and ``-F_i`` otherwise.
+    so ``U_e = F_i`` when ``i < parent(i)`` and ``-F_i`` otherwise (``z_e`` changes its sign with
+    it: the edge terms do not).
     """
-    _, _, tree_flows = compiled()
-    Gt = np.ascontiguousarray(problem.loss.gradient(W).T)
-    Bt = np.ascontiguousarray(W.T)
-    Ft = np.empty_like(Bt)
-    tree_flows(Gt, Bt, lam, plan.order, plan.parent, Ft)
-    below = np.flatnonzero(plan.parent >= 0)
-    sign = np.where(below < plan.parent[below], 1.0, -1.0)
-    U = np.zeros((problem.n_edges, W.shape[1]))
-    U[plan.parent_edge[below]] = sign[:, None] * Ft.T[below]
-    return U
+    *_, tree_certificate = compiled()
+    d, n = Wt.shape
+    order = plan.order
+    Ft = np.empty((d, n))
+    node_gaps, edge_gaps, sums = np.empty(n), np.empty(n), np.empty(2)  # (by position; edges: the one above)
+    tree_certificate(Wt, Pt, lam_rooted, np.arange(n), above, Ft, node_gaps, edge_gaps, sums)
+    below = np.flatnonzero(above >= 0)
+    nodes = order[below]
+    edges = plan.parent_edge[nodes]
+    sign = np.where(nodes < plan.parent[nodes], 1.0, -1.0)
+    U = np.zeros((problem.n_edges, d))
+    U[edges] = sign[:, None] * Ft.T[below]
+    by_node, by_edge = np.empty(n), np.zeros(problem.n_edges)
+    by_node[order] = node_gaps
+    by_edge[edges] = edge_gaps[below]
+    return DirectTerms(U, float(sums[0]), by_node, float(sums[1]), by_edge)
+
+
+def _node_terms(problem: GTVProblem, W, plan: TreePlan, lam: np.ndarray) -> DirectTerms:
+    """:func:`_tree_terms` of ``W`` in node order (``lam``: the capacity above each node)."""
+    order = plan.order
+    return _tree_terms(problem, np.ascontiguousarray(W[order].T), np.ascontiguousarray(problem.loss.points[order].T),
+                       plan, lam[order], plan.parent_position)
+
+
+def _stationary_flows(problem: GTVProblem, W, plan: TreePlan, lam: np.ndarray) -> np.ndarray:
+    """Flows ``U`` with ``grad L(W) + D^T U = 0`` at every node but the roots, exact at the breaks,
+    clipped into their capacities (:func:`_tree_terms`; ``lam``: the capacity above each node)."""
+    return _node_terms(problem, W, plan, lam).U
 
 
 def solve_tree(problem: GTVProblem, tol: float = 1e-6, *, plan: TreePlan | None = None) -> GTVResult:
@@ -152,17 +178,20 @@ def solve_tree(problem: GTVProblem, tol: float = 1e-6, *, plan: TreePlan | None 
     """
     t_start = time.perf_counter()
     plan = checked_plan(problem, tol, plan, tree_refusal, tree_plan, "tree")
-    _, tv_tree, _ = compiled()
+    _, tv_tree, *_ = compiled()
     points, center = centered_points(problem)
     order = plan.order
-    Yt = np.ascontiguousarray((points - center)[order].T)  # relabelled by the rooted order
-    lam = _edge_capacities(problem, plan)
+    Pt = np.ascontiguousarray(points[order].T)  # relabelled by the rooted order
+    Yt = Pt - center[:, None]
+    lam = _edge_capacities(problem, plan)[order]
+    above = plan.parent_position
     out = np.empty_like(Yt)
     setup_time = time.perf_counter() - t_start
     t_solve = time.perf_counter()
-    tv_tree(Yt, np.full(problem.n, 2.0), lam[order], np.arange(problem.n), plan.parent_position, out)
+    tv_tree(Yt, np.broadcast_to(2.0, problem.n), lam, np.arange(problem.n), above, out)
+    out += center[:, None]
     W = np.empty_like(points)
     W[order] = out.T
-    W += center
-    U = _stationary_flows(problem, W, plan, lam)
-    return exact_result(problem, W, U, tol, setup_time, t_solve, "tree", {"trees": plan.n_trees})
+    terms = _tree_terms(problem, out, Pt, plan, lam, above)
+    return exact_result(problem, W, terms.U, tol, setup_time, t_solve, "tree", {"trees": plan.n_trees},
+                        cert=direct_certificate(problem, terms))
