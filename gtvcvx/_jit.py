@@ -26,11 +26,14 @@ __all__ = ["MIN_ENTRIES", "njit", "parallel_threads"]
 MIN_ENTRIES = 1 << 20
 
 
-def njit(*functions, purpose: str, parallel: bool = False):
+def njit(*functions, purpose: str, parallel: bool = False, helpers=()):
     """``functions`` compiled by numba (``cache=True``: on disk when the package directory is
     writable; ``nogil=True``: Dask parts on one worker run them side by side), in order;
     ``parallel``: their ``prange`` loops split over threads (see the module docstring).
 
+    ``helpers``: plain functions the kernels call by their global names (scalar steps shared by
+    several kernels); each is compiled too and bound under its name in the globals of the kernels
+    that call it, so the kernels' compiled code calls (and LLVM inlines) the compiled helper.
     ``purpose`` names what needs them in the error raised when numba is missing.
     """
     try:
@@ -39,12 +42,18 @@ def njit(*functions, purpose: str, parallel: bool = False):
         raise ImportError(f"{purpose} needs numba (pip install numba)") from exc
     if parallel:
         _prefer_forksafe(numba)
+    jit = numba.njit(cache=True, nogil=True, parallel=bool(parallel))
+    compiled_helpers = {helper.__name__: numba.njit(cache=True, nogil=True)(getattr(helper, "py_func", helper))
+                        for helper in helpers}
     for function in functions:
-        if "prange" in function.__code__.co_names:
+        names = function.__code__.co_names
+        if "prange" in names:
             # the kernel modules bind ``prange = range`` (numba not loaded); numba.prange is a range
             # in plain Python and in serial builds too
             function.__globals__["prange"] = numba.prange
-    jit = numba.njit(cache=True, nogil=True, parallel=bool(parallel))
+        for name, helper in compiled_helpers.items():
+            if name in names:
+                function.__globals__[name] = helper
     return tuple(jit(function) for function in functions)
 
 

@@ -278,3 +278,19 @@ def test_data_whose_squares_overflow_float64_get_a_clear_inaccurate_status():
     assert result.rel_gap == np.inf
     assert "P(W) evaluates to inf in float64" in result.message and "rescale the data" in result.message
     assert "capacity" not in result.message
+
+
+def test_the_certificate_kernels_sum_by_neumaier_and_clip_their_flows():
+    """The shared steps of path_certificate and tree_certificate: a compensated sum keeps what a
+    plain one loses (1e16 + 1 - 1e16 = 1), and a flow is the edge's subgradient at a break, the
+    stationarity recursion elsewhere, clipped into the capacity (a NaN stays NaN)."""
+    from gtvcvx.solvers._chain_kernels import edge_step, neumaier_add
+
+    total = carry = 0.0
+    for value in (1e16, 1.0, -1e16):
+        total, carry = neumaier_add(total, carry, value)
+    assert total + carry == 1.0 and (1e16 + 1.0) - 1e16 == 0.0
+    assert edge_step(2.0, 1.0, 0.5, 9.0, 0.0) == (0.5, 0.5, 0.5, 0.0)  # a break: c sign(z), term 0
+    flow, clipped, value, term = edge_step(1.0, 1.0, 0.5, 0.2, -0.3)  # fused: 0.2 - 2 (-0.3) = 0.8
+    assert flow == pytest.approx(0.8) and clipped == 0.5 and value == 0.0 and term == 0.0
+    assert np.isnan(edge_step(np.nan, 1.0, 0.5, 0.0, np.nan)[1])

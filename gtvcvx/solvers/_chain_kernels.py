@@ -203,6 +203,42 @@ def tv1d_paths(Yt, shift, weight, lam, starts, out):
                 beta[k] = nxt + s
 
 
+def edge_step(here, there, c, flow, r):
+    """One flow of :func:`path_certificate` (and of the tree solver's ``tree_certificate``) and
+    its edge's terms, for one coordinate: ``(flow, clipped, value, term)``.
+
+    The flow from a node at ``here`` to the next at ``there`` across an edge of capacity ``c``:
+    ``c sign(here - there)`` where they differ (the subgradient of the edge term), else ``flow``
+    (what flows in from the nodes before) minus the node's gradient ``2 r``; ``clipped`` into
+    ``[-c, c]``; the edge's value ``c |z|`` and Fenchel-Young term ``c |z| - z clipped`` with
+    ``z = here - there``.
+    """
+    if here > there:
+        flow = c
+    elif here < there:
+        flow = -c
+    else:
+        flow = flow - 2.0 * r
+    clipped = flow
+    if clipped > c:  # comparisons, not min/max: a NaN stays NaN (as in np.clip)
+        clipped = c
+    elif clipped < -c:
+        clipped = -c
+    z = here - there
+    value = c * abs(z)
+    return flow, clipped, value, value - z * clipped
+
+
+def neumaier_add(total, carry, value):
+    """``total + value`` by Neumaier's step: ``(new total, carry)``, the lost low part added to the carry."""
+    s = total + value
+    if abs(total) >= abs(value):
+        carry += (total - s) + value
+    else:
+        carry += (value - s) + total
+    return s, carry
+
+
 def path_certificate(Bt, At, lam, starts, Ft, node_gaps, edge_gaps, sums):
     r"""The flows along the paths that make a solution stationary for the data terms
     ``||beta_i - a_i||^2``, and every term of their certificate, in one pass along the paths.
@@ -252,40 +288,14 @@ def path_certificate(Bt, At, lam, starts, Ft, node_gaps, edge_gaps, sums):
                 r = here - At[j, k]
                 clipped = 0.0
                 if k < end:
-                    c = lam[k]
-                    there = Bt[j, k + 1]
-                    if here > there:
-                        flow = c
-                    elif here < there:
-                        flow = -c
-                    else:
-                        flow = flow - 2.0 * r
-                    clipped = flow
-                    if clipped > c:  # comparisons, not min/max: a NaN stays NaN (as in np.clip)
-                        clipped = c
-                    elif clipped < -c:
-                        clipped = -c
-                    z = here - there
-                    value = c * abs(z)
-                    term = value - z * clipped
+                    flow, clipped, value, term = edge_step(here, Bt[j, k + 1], lam[k], flow, r)
                     edge_gaps[k] = term if j == 0 else edge_gaps[k] + term
-                    total = edge_sum + value  # (Neumaier's step: the lost low part goes to the carry)
-                    if abs(edge_sum) >= abs(value):
-                        edge_carry += (edge_sum - total) + value
-                    else:
-                        edge_carry += (value - total) + edge_sum
-                    edge_sum = total
+                    edge_sum, edge_carry = neumaier_add(edge_sum, edge_carry, value)
                 Ft[j, k] = clipped
                 diff = r + 0.5 * (clipped - before)
                 before = clipped
                 node_gaps[k] = diff * diff if j == 0 else node_gaps[k] + diff * diff
-                value = r * r
-                total = node_sum + value
-                if abs(node_sum) >= abs(value):
-                    node_carry += (node_sum - total) + value
-                else:
-                    node_carry += (value - total) + node_sum
-                node_sum = total
+                node_sum, node_carry = neumaier_add(node_sum, node_carry, r * r)
     sums[0] = node_sum + node_carry
     sums[1] = edge_sum + edge_carry
 
@@ -294,4 +304,5 @@ def path_certificate(Bt, At, lam, starts, Ft, node_gaps, edge_gaps, sums):
 def compiled():
     """``(path_order, tv1d_paths, path_certificate)`` compiled by numba (imported here: it is a
     lazily loaded backend)."""
-    return njit(path_order, tv1d_paths, path_certificate, purpose="the exact chain solver")
+    return njit(path_order, tv1d_paths, path_certificate, purpose="the exact chain solver",
+                helpers=(edge_step, neumaier_add))

@@ -22,6 +22,7 @@ from functools import cache
 import numpy as np
 
 from .._jit import njit
+from ._chain_kernels import edge_step, neumaier_add
 
 __all__ = ["compiled"]
 
@@ -253,41 +254,15 @@ def tree_certificate(Bt, At, lam, order, parent, Ft, node_gaps, edge_gaps, sums)
             r = here - At[j, i]
             clipped = 0.0
             if p >= 0:
-                c = lam[i]
-                there = Bt[j, p]
-                if here > there:
-                    flow = c
-                elif here < there:
-                    flow = -c
-                else:
-                    flow = inflow[i] - 2.0 * r
-                clipped = flow
-                if clipped > c:  # comparisons, not min/max: a NaN stays NaN (as in np.clip)
-                    clipped = c
-                elif clipped < -c:
-                    clipped = -c
+                flow, clipped, value, term = edge_step(here, Bt[j, p], lam[i], inflow[i], r)
                 inflow[p] += flow
                 clipped_in[p] += clipped
-                z = here - there
-                value = c * abs(z)
-                term = value - z * clipped
                 edge_gaps[i] = term if j == 0 else edge_gaps[i] + term
-                total = edge_sum + value  # (Neumaier's step: the lost low part goes to the carry)
-                if abs(edge_sum) >= abs(value):
-                    edge_carry += (edge_sum - total) + value
-                else:
-                    edge_carry += (value - total) + edge_sum
-                edge_sum = total
+                edge_sum, edge_carry = neumaier_add(edge_sum, edge_carry, value)
             Ft[j, i] = clipped
             diff = r + 0.5 * (clipped - clipped_in[i])
             node_gaps[i] = diff * diff if j == 0 else node_gaps[i] + diff * diff
-            value = r * r
-            total = node_sum + value
-            if abs(node_sum) >= abs(value):
-                node_carry += (node_sum - total) + value
-            else:
-                node_carry += (value - total) + node_sum
-            node_sum = total
+            node_sum, node_carry = neumaier_add(node_sum, node_carry, r * r)
     sums[0] = node_sum + node_carry
     sums[1] = edge_sum + edge_carry
 
@@ -296,4 +271,5 @@ def tree_certificate(Bt, At, lam, order, parent, Ft, node_gaps, edge_gaps, sums)
 def compiled():
     """``(forest_order, tv_tree, tree_certificate)`` compiled by numba (imported here: a lazily loaded
     backend)."""
-    return njit(forest_order, tv_tree, tree_certificate, purpose="the exact tree solver")
+    return njit(forest_order, tv_tree, tree_certificate, purpose="the exact tree solver",
+                helpers=(edge_step, neumaier_add))

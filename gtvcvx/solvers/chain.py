@@ -29,7 +29,7 @@ from .certificate import (NEGLIGIBLE_CAPACITY, Certificate, FeasibleFlow, FlowPr
                           certify_pair)
 
 __all__ = ["ChainPlan", "chain_plan", "solve_chain", "chain_refusal", "separable_refusal", "exact_result",
-           "checked_plan", "centered_points", "DirectTerms", "direct_certificate"]
+           "checked_plan", "centered_points", "DirectTerms", "direct_certificate", "terms_in_graph_order"]
 
 #: Dual-ball geometries for which the penalty separates over coordinates: the box (l1 norm) in
 #: any dimension; any norm ball when d = 1 (an interval).
@@ -168,13 +168,21 @@ def _path_terms(problem: GTVProblem, W, plan: ChainPlan, lam: np.ndarray | None 
         return DirectTerms(np.ascontiguousarray(Ft[:, :-1].T), float(sums[0]), node_gaps, float(sums[1]), edge_gaps)
     order, step_edge = plan.order, plan.step_edge
     pos = np.flatnonzero(step_edge >= 0)
-    edges = step_edge[pos]
     sign = np.where(order[pos] < order[pos + 1], 1.0, -1.0)
-    U = np.empty((problem.n_edges, d))
-    U[edges] = sign[:, None] * Ft.T[pos]
-    by_node, by_edge = np.empty(n), np.empty(problem.n_edges)
+    return terms_in_graph_order(problem, order, pos, step_edge[pos], sign, Ft, node_gaps, edge_gaps, sums)
+
+
+def terms_in_graph_order(problem: GTVProblem, order, positions, edges, sign, Ft, node_gaps, edge_gaps,
+                         sums) -> DirectTerms:
+    """:class:`DirectTerms` from a kernel's outputs in its own order of the nodes (``order[k]``: the
+    node at position ``k``): the flow ``Ft[:, positions[j]]`` runs along edge ``edges[j]``, with the
+    edge's orientation ``sign[j]`` (``+1`` where it runs from the lower node index to the higher,
+    the ``+1`` of ``D``), and ``edge_gaps[positions[j]]`` is that edge's term."""
+    U = np.zeros((problem.n_edges, Ft.shape[0]))
+    U[edges] = sign[:, None] * Ft.T[positions]
+    by_node, by_edge = np.empty(problem.n), np.zeros(problem.n_edges)
     by_node[order] = node_gaps
-    by_edge[edges] = edge_gaps[pos]
+    by_edge[edges] = edge_gaps[positions]
     return DirectTerms(U, float(sums[0]), by_node, float(sums[1]), by_edge)
 
 

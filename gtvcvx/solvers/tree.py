@@ -22,7 +22,8 @@ import numpy as np
 from ..problem import GTVProblem
 from ..results import GTVResult
 from ._tree_kernels import compiled
-from .chain import DirectTerms, centered_points, checked_plan, direct_certificate, exact_result, separable_refusal
+from .chain import (DirectTerms, centered_points, checked_plan, direct_certificate, exact_result, separable_refusal,
+                    terms_in_graph_order)
 
 __all__ = ["TreePlan", "tree_plan", "solve_tree", "tree_refusal"]
 
@@ -109,14 +110,8 @@ def _tree_terms(problem: GTVProblem, Wt, Pt, plan: TreePlan, lam_rooted: np.ndar
     tree_certificate(Wt, Pt, lam_rooted, np.arange(n), above, Ft, node_gaps, edge_gaps, sums)
     below = np.flatnonzero(above >= 0)
     nodes = order[below]
-    edges = plan.parent_edge[nodes]
     sign = np.where(nodes < plan.parent[nodes], 1.0, -1.0)
-    U = np.zeros((problem.n_edges, d))
-    U[edges] = sign[:, None] * Ft.T[below]
-    by_node, by_edge = np.empty(n), np.zeros(problem.n_edges)
-    by_node[order] = node_gaps
-    by_edge[edges] = edge_gaps[below]
-    return DirectTerms(U, float(sums[0]), by_node, float(sums[1]), by_edge)
+    return terms_in_graph_order(problem, order, below, plan.parent_edge[nodes], sign, Ft, node_gaps, edge_gaps, sums)
 
 
 def _node_terms(problem: GTVProblem, W, plan: TreePlan, lam: np.ndarray) -> DirectTerms:
