@@ -172,7 +172,10 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
     -------
     GTVResult
         ``W``, a feasible flow ``U``, ``primal``, ``dual``, ``gap``, ``rel_gap``, ``status``,
-        ``iterations``, ``setup_time``, ``solve_time``, ``residuals`` and ``history``.
+        ``iterations``, ``setup_time``, ``solve_time``, ``residuals`` and ``history``. Status
+        ``solver_error`` (with the reason in ``message``) where the iterates became non-finite or
+        ``P(W)`` overflowed float64 at :data:`~gtvcvx.solvers._pdhg_common.NONFINITE_CHECKS`
+        check-points in a row (data of magnitude near 1e154 and above: rescale it).
 
     Notes
     -----
