@@ -75,7 +75,8 @@ def peak_rss_mb() -> float | None:
 
 def rss_mb() -> float | None:
     """The process's resident set size now, MiB; None without ``/proc``."""
-    return _status_mb("VmRSS")
+    size = _rss_bytes()
+    return None if size is None else size / 2.0**20
 
 
 class MemoryMeter:

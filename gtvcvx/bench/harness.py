@@ -26,8 +26,8 @@ from ..losses import _compiled
 from ..penalties import _compiled as _penalty_kernels
 from ..solvers import _edge_kernels, _node_kernels
 
-__all__ = ["Run", "run_isolated", "ratio", "best_peer", "PEER_MATCH", "write_bench_report", "publish", "format_table", "bytes_bound",
-           "stream_bandwidth", "warm_compiled_kernels"]
+__all__ = ["Run", "run_isolated", "ratio", "best_peer", "PEER_MATCH", "write_bench_report", "publish", "format_table",
+           "bytes_bound", "stream_bandwidth", "warm_compiled_kernels"]
 
 
 @dataclass
