@@ -105,11 +105,11 @@ def test_chain_certificate_is_honest_for_a_suboptimal_W():
     problem = g.GTVProblem(graph, g.SquaredDistance(rng.normal(size=(40, 2)) * 5), g.Norm1(), lam=1.5)
     exact = solve_chain(problem)
     plan = chain_plan(problem)
-    from gtvcvx.solvers.chain import _stationary_flows
+    from gtvcvx.solvers.chain import _path_terms
 
     for scale in (1e-6, 1e-3, 1e-1):
         W = exact.W + scale * rng.normal(size=exact.W.shape)
-        cert = g.solvers.certify_pair(problem, W, _stationary_flows(problem, W, plan))
+        cert = g.solvers.certify_pair(problem, W, _path_terms(problem, W, plan).U)
         assert cert.gap >= problem.objective(W) - exact.primal - 1e-12
 
 
@@ -118,7 +118,7 @@ def test_exact_result_certifies_with_the_compiled_edge_terms_from_the_size_rule(
     solver's path) takes the compiled one-pass edge terms (numba is loaded by the dynamic program):
     the same certificate as the NumPy form's to rounding, and the same honesty for a perturbed W."""
     from gtvcvx.solvers import certificate
-    from gtvcvx.solvers.chain import EXACT_COMPILED_ENTRIES, _stationary_flows
+    from gtvcvx.solvers.chain import EXACT_COMPILED_ENTRIES, _path_terms
 
     rng = np.random.default_rng(8)
     n = EXACT_COMPILED_ENTRIES + 5
@@ -132,7 +132,7 @@ def test_exact_result_certifies_with_the_compiled_edge_terms_from_the_size_rule(
     terms = certificate.edge_norm_terms
     monkeypatch.setattr(certificate, "edge_norm_terms", lambda *a, **k: asked.append(k.get("compiled")) or terms(*a, **k))
     W = result.W + 1e-3 * rng.normal(size=result.W.shape)
-    perturbed = g.solvers.chain.exact_result(problem, W, _stationary_flows(problem, W, chain_plan(problem)),
+    perturbed = g.solvers.chain.exact_result(problem, W, _path_terms(problem, W, chain_plan(problem)).U,
                                              1e-9, 0.0, 0.0, "chain", {})
     assert asked == [True]
     monkeypatch.undo()

@@ -186,12 +186,6 @@ def terms_in_graph_order(problem: GTVProblem, order, positions, edges, sign, Ft,
     return DirectTerms(U, float(sums[0]), by_node, float(sums[1]), by_edge)
 
 
-def _stationary_flows(problem: GTVProblem, W, plan: ChainPlan, lam: np.ndarray | None = None) -> np.ndarray:
-    """Flows ``U`` with ``grad L(W) + D^T U = 0`` on every path, exact at the breaks, clipped into
-    their capacities (:func:`_path_terms`)."""
-    return _path_terms(problem, W, plan, lam).U
-
-
 def direct_certificate(problem: GTVProblem, terms: DirectTerms) -> Certificate | None:
     """The certificate :func:`~gtvcvx.solvers.certify_pair` gives ``W`` with the flows of ``terms``,
     from the terms an exact solver computed along its paths or trees; None where ``certify_pair``

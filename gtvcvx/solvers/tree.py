@@ -121,12 +121,6 @@ def _node_terms(problem: GTVProblem, W, plan: TreePlan, lam: np.ndarray) -> Dire
                        plan, lam[order], plan.parent_position)
 
 
-def _stationary_flows(problem: GTVProblem, W, plan: TreePlan, lam: np.ndarray) -> np.ndarray:
-    """Flows ``U`` with ``grad L(W) + D^T U = 0`` at every node but the roots, exact at the breaks,
-    clipped into their capacities (:func:`_tree_terms`; ``lam``: the capacity above each node)."""
-    return _node_terms(problem, W, plan, lam).U
-
-
 def solve_tree(problem: GTVProblem, tol: float = 1e-6, *, plan: TreePlan | None = None) -> GTVResult:
     r"""Solve GTV minimization exactly on a tree (or a forest).
 
