@@ -172,10 +172,17 @@ def edge_scatter(U, Up, head, tail, rowmap, counted, DtUp, spare, with_residual)
             if mapped:
                 h = rowmap[h]
                 t = rowmap[t]
-            if h >= 0:
+            if h >= 0 and t >= 0:
+                # one load of u+_e for both ends (a store to out may alias Up for numba: with
+                # two loops every entry is loaded twice; 36 -> 22 ms at 10^6 edges, d = 10)
+                for k in range(d):
+                    u = Up[e, k]
+                    out[h, k] += u
+                    out[t, k] -= u
+            elif h >= 0:
                 for k in range(d):
                     out[h, k] += Up[e, k]
-            if t >= 0:
+            elif t >= 0:
                 for k in range(d):
                     out[t, k] -= Up[e, k]
     if chunks > 1:
