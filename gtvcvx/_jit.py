@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import threading
+import types
 
 __all__ = ["MIN_ENTRIES", "njit", "parallel_threads"]
 
@@ -54,7 +55,26 @@ def njit(*functions, purpose: str, parallel: bool = False, helpers=()):
         for name, helper in compiled_helpers.items():
             if name in names:
                 function.__globals__[name] = helper
-    return tuple(jit(function) for function in functions)
+    build = "threaded" if parallel else "serial"
+    return tuple(jit(_build_twin(function, build)) for function in functions)
+
+
+def _build_twin(function, build: str):
+    """``function`` under the qualified name ``<name>__<build>``, so that each build of a kernel has
+    its own on-disk cache entries.
+
+    numba keys its cache by the qualified name, the signature, the machine and the bytecode, not by
+    ``parallel``: the serial and the threaded build of one kernel would otherwise load each other's
+    machine code, whichever was compiled first. Measured on a fresh install (10^6 SBM edges,
+    d = 10): the threaded build ran the serial code, gather 14.5 and move 20.1 ms instead of 7.5
+    and 10.9 ms; a Dask worker's serial build could equally load threaded code.
+    """
+    twin = types.FunctionType(function.__code__, function.__globals__, function.__name__, function.__defaults__,
+                              function.__closure__)
+    twin.__qualname__ = f"{function.__qualname__}__{build}"
+    twin.__module__ = function.__module__
+    twin.__doc__ = function.__doc__
+    return twin
 
 
 def parallel_threads() -> int:

@@ -299,6 +299,45 @@ if __name__ == "__main__":
     assert done.returncode == 0, done.stderr[-2000:]
 
 
+def test_serial_and_threaded_builds_keep_their_own_cache(tmp_path):
+    """numba keys its disk cache by name, signature and bytecode, not by ``parallel``: the threaded
+    build of a kernel must not load the serial build's machine code (or the reverse) from a cache
+    that the other filled first. Two fresh processes on one empty cache: the first compiles the
+    serial edge kernels, the second must compile the threaded ones (no cache hit) and run threaded."""
+    import subprocess
+    import sys
+
+    code = """
+import sys
+import numpy as np
+from gtvcvx.solvers._edge_kernels import _load
+move, gather, project, scatter = _load(sys.argv[1] == "threaded")
+X = np.arange(12.0).reshape(6, 2)
+head, tail = np.array([0, 1, 2, 3], dtype=np.int64), np.array([1, 2, 3, 5], dtype=np.int64)
+out = np.empty((4, 2))
+gather(X, head, tail, out)
+assert np.array_equal(out, X[head] - X[tail])
+stats = gather.stats
+print(sum(stats.cache_hits.values()), sum(stats.cache_misses.values()), gather.targetoptions.get("parallel"))
+"""
+    env = dict(__import__("os").environ, NUMBA_CACHE_DIR=str(tmp_path), NUMBA_NUM_THREADS="2")
+
+    def run(build):
+        done = subprocess.run([sys.executable, "-c", code, build], env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout.split()
+
+    def compiled(build):  # (cache hits, cache misses, parallel) of the gather
+        hits, misses, parallel = run(build)
+        return int(hits) > 0, int(misses) > 0, parallel
+
+    assert compiled("serial") == (False, True, "False")  # compiled, into the empty cache
+    assert compiled("threaded") == (False, True, "True")  # compiled, not the serial code from the cache
+    assert compiled("threaded") == (True, False, "True")  # and cached under its own name
+    assert compiled("serial") == (True, False, "False")
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("name", ["norm2", "norm1", "squared_norm2", "group_norm2"])
 def test_compiled_domain_projection_matches_numpy(monkeypatch, threads, name):
