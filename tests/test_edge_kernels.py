@@ -35,7 +35,8 @@ def _edges(rng, n_cols, m):
 @pytest.mark.parametrize("part", [False, True])
 @pytest.mark.parametrize("threads", [1, 3])
 def test_compiled_sweep_matches_numpy(name, move, part, threads):
-    """Moves, step, projection, divergence and residual agree with the NumPy path to rounding;
+    """Moves, step, projection, divergence and residual agree with the NumPy path to rounding, and
+    the fused sweep (move, gather and projection in one pass) with the separate sweeps exactly;
     ``part``: a part's view (halo columns without divergence rows, some edges not counted);
     ``threads``: the serial build, and the threaded one scattering in three chunks."""
     penalty = PENALTY_CASES[name]
@@ -53,16 +54,19 @@ def test_compiled_sweep_matches_numpy(name, move, part, threads):
     state = [rng.normal(size=(m, d)) for _ in range(3)]  # U, U+, U0
     X = rng.normal(size=(n_cols, d))
     outs = []
-    for compiled in (False, True):
+    for compiled, fused in ((False, False), (True, False), (True, True)):
         U, Up, U0 = (a.copy() for a in state)
         DtUp = np.full((n_rows, d), np.nan)
         sweep = EdgeSweep(head, tail, penalty, caps, n_rows, d, rowmap=rowmap, counted=counted, compiled=compiled,
-                          threads=threads)
+                          threads=threads, fused=fused)
         assert sweep.compiled is compiled and sweep.threads == (threads if compiled else 1)
         residual = sweep(move, U, Up, U0, X, 0.4, DtUp, 0.75, 0.25, 0.9)
         outs.append((U, Up, U0, DtUp, residual))
     for x, y in zip(outs[0], outs[1]):
         np.testing.assert_allclose(y, x, rtol=1e-12, atol=1e-12)
+    for x, y in zip(outs[1][:4], outs[2][:4]):
+        np.testing.assert_array_equal(y, x)
+    assert outs[2][4] == pytest.approx(outs[1][4], rel=1e-14, abs=1e-300)
     U, Up, U0, DtUp, residual = outs[1]
     # the reference operations written out: move, step, projection, divergence, residual
     Ur, Upr, U0r = (a.copy() for a in state)

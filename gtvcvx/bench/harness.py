@@ -219,6 +219,7 @@ def warm_compiled_kernels() -> float:
     start = time.perf_counter()
     for parallel in (False, True):
         _edge_kernels._load(parallel)
+        _edge_kernels._load_fused(parallel)
         _edge_kernels._load_laplacian(parallel)
         _edge_kernels._load_terms(parallel)
         _node_kernels._load(parallel)

@@ -148,6 +148,73 @@ def edge_project(U, Up, caps, sigma, projection, counted):
     return residual
 
 
+def edge_fused_step(move, a, b, rho, U, Up, U0, X, head, tail, caps, sigma, projection, counted):
+    """:func:`edge_move`, :func:`edge_gather` and :func:`edge_project` in one sweep: per edge, the
+    move of ``u_e``, then ``u+_e = prox(u_e + x_head(e) - x_tail(e))``; the same values (the same
+    operations in the same order) and the same residual as the three sweeps.
+
+    For graphs relabelled for locality (reverse Cuthill-McKee): their gathers read node rows
+    already in the caches, and one sweep streams ``U``, ``U+`` and ``U0`` once instead of three
+    times. Measured on this project's 2-core Xeon (threaded builds, medians of 7, in one process):
+    10^6 points in 7-D, 10-NN (6.7e6 edges) 147 -> 112 ms; 5 * 10^5 points in 7-D 84 -> 73 ms;
+    3 * 10^5 points in 10-D 62 -> 48 ms. Without that locality it is not used: 10^7 SBM edges in
+    cache blocks 360 -> 402 ms, 2 * 10^5 points in 5-D in their own order 27 -> 32 ms (the random
+    reads of the gather starve behind the streams, as in the module docstring). The projection is
+    :func:`edge_project`'s, written out again: as a shared compiled helper (arrays passed per row)
+    it made :func:`edge_project` 40 % slower (70 vs 50 ms at 6.7e6 edges, d = 7), and this sweep
+    131 vs 97 ms.
+    """
+    m, d = U.shape
+    all_counted = counted.shape[0] == 0
+    gain = a * (1.0 + rho)
+    keep = -a * rho
+    residual = 0.0
+    for e in prange(m):
+        h = head[e]
+        t = tail[e]
+        sq = 0.0
+        for k in range(d):
+            u = U[e, k]  # (kept in a register: numba cannot prove the stores below leave it alone)
+            if move == 1:
+                u = (keep * u + gain * Up[e, k]) + b * U0[e, k]
+                U[e, k] = u
+            elif move == 2:
+                u = Up[e, k]
+                U[e, k] = u
+                U0[e, k] = u
+            v = u + (X[h, k] - X[t, k])
+            Up[e, k] = v
+            sq += v * v
+        if projection != 0:
+            c = caps[e]
+            re = 0.0
+            if projection == 2:
+                for k in range(d):
+                    v = Up[e, k]
+                    if v > c:  # (as in edge_project)
+                        v = c
+                    elif v < -c:
+                        v = -c
+                    Up[e, k] = v
+                    r = U[e, k] - v
+                    re += r * r
+            else:
+                f = 1.0
+                if projection == 1:
+                    if sq > c * c:
+                        f = c / np.sqrt(sq)
+                else:
+                    f = c / (c + sigma)
+                for k in range(d):
+                    v = Up[e, k] * f
+                    Up[e, k] = v
+                    r = U[e, k] - v
+                    re += r * r
+            if all_counted or counted[e] != 0:
+                residual += re
+    return residual
+
+
 def edge_scatter(U, Up, head, tail, rowmap, counted, DtUp, spare, with_residual):
     """``DtUp <- D^T U+`` and, when ``with_residual``, the residual sum of :func:`edge_project` (for a
     projection done outside it). ``rowmap`` (empty: identity) maps a column of ``D`` to its row of
@@ -304,10 +371,13 @@ class EdgeSweep:
         :func:`gtvcvx._jit.parallel_threads` (numba's thread count in the main thread, else 1).
         The scatter keeps ``threads - 1`` spare ``n_rows x d`` arrays. The result does not depend
         on it beyond rounding.
+    fused : bool
+        Move, gather and project in one sweep (:func:`edge_fused_step`, compiled only), for graphs
+        whose node rows are read with locality (relabelled by reverse Cuthill-McKee); the same values.
     """
 
     def __init__(self, head, tail, penalty, caps, n_rows: int, d: int, rowmap=None, counted=None,
-                 compiled: bool | None = None, threads: int | None = None):
+                 compiled: bool | None = None, threads: int | None = None, fused: bool = False):
         rows = penalty.conjugate_prox_rows
         if rows is not None and rows not in PROJECTIONS:
             raise ValueError(f"penalty '{penalty.name}' declares conjugate_prox_rows = {rows!r}; expected one of "
@@ -325,9 +395,10 @@ class EdgeSweep:
         if self.compiled:
             self.threads = max(1, int(_jit.parallel_threads() if threads is None else threads))
             self._move, self._gather, self._project, self._scatter = _load(self.threads > 1)
+            self._fused = _load_fused(self.threads > 1) if fused else None
             self._spare = np.empty((self.threads - 1, int(n_rows), d))
         else:
-            self.threads = 1
+            self.threads, self._fused = 1, None
             rowmap = np.arange(int(n_rows)) if rowmap is None else self.rowmap
             rows_h, rows_t = rowmap[self.head], rowmap[self.tail]
             keep_h, keep_t = rows_h >= 0, rows_t >= 0
@@ -344,10 +415,14 @@ class EdgeSweep:
         ``DtUp = D^T Up``; returns the residual ``sum_e ||u_e - u+_e||^2`` over the counted edges."""
         if not self.compiled:
             return self._numpy(move, U, Up, U0, X, sigma, DtUp, a, b, rho)
-        if move != MOVE_NONE:
-            self._move(move, a, b, rho, U, Up, U0)
-        self._gather(X, self.head, self.tail, Up)
-        residual = self._project(U, Up, self.caps, float(sigma), self.projection, self.counted)
+        if self._fused is not None:
+            residual = self._fused(move, float(a), float(b), float(rho), U, Up, U0, X, self.head, self.tail, self.caps,
+                                   float(sigma), self.projection, self.counted)
+        else:
+            if move != MOVE_NONE:
+                self._move(move, a, b, rho, U, Up, U0)
+            self._gather(X, self.head, self.tail, Up)
+            residual = self._project(U, Up, self.caps, float(sigma), self.projection, self.counted)
         if not self.projection:
             self.penalty._prox_conjugate(Up, sigma, self.caps)
         outside = self._scatter(U, Up, self.head, self.tail, self.rowmap, self.counted, DtUp, self._spare,
@@ -477,6 +552,16 @@ def _load(parallel: bool = False):
     gather(X, fixed[:1], fixed[1:], U)
     scatter(U, U.copy(), fixed[:1], fixed[1:], none, np.zeros(0, np.uint8), X.copy(), spare, False)
     return kernels
+
+
+@cache
+def _load_fused(parallel: bool = False):
+    """:func:`edge_fused_step` compiled (``parallel``: the threaded build), its specializations loaded now."""
+    (kernel,) = njit(edge_fused_step, purpose="the fast core's edge kernels", parallel=parallel)
+    U, X, none = np.zeros((1, 1)), np.zeros((2, 1)), np.zeros(0, np.uint8)
+    for ends in (np.array([0, 1], dtype=np.int64), _read_only(np.array([0, 1], dtype=np.int64))):
+        kernel(MOVE_HALPERN, 0.0, 0.0, 0.0, U, U.copy(), U.copy(), X, ends[:1], ends[1:], np.ones(1), 1.0, 1, none)
+    return kernel
 
 
 @cache
