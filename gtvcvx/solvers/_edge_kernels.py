@@ -18,7 +18,13 @@ together is about twice as slow as the separate sweeps (215 vs 95 ms per step at
 random reads of outstanding cache misses. On graphs without locality the random reads, not the
 bytes streamed, bound the step (``gtvcvx bench distributed`` reports both). With locality (10^6
 points in 7-D, 10-NN, 6.7e6 edges, relabelled by reverse Cuthill-McKee, :mod:`._reorder`) a fused
-sweep doing 1-4 was still slower: 0.46-0.51 vs 0.29-0.34 s (random labels: 1.33 vs 0.80 s).
+sweep doing 1-4 was still slower: 0.46-0.51 vs 0.29-0.34 s (random labels: 1.33 vs 0.80 s). (These
+comparisons predate 773c0f5, before which a threaded build could run its serial twin's code.)
+Measured again since, with the threaded builds threaded: sweeps 1-3 fused (:func:`edge_fused_step`)
+are faster on graphs relabelled for locality (-20 to -30 %, measured in its docstring) and still
+slower without it, so :class:`EdgeSweep` fuses them only when asked (``fused=True``: the solver asks
+for graphs relabelled by reverse Cuthill-McKee); fusing 3 and 4 was no faster (42 vs 46 ms at
+10^6 SBM edges).
 
 Every sweep is a ``prange`` loop, built twice (:func:`gtvcvx._jit.njit`): serial, and threaded for
 the main thread of a single-process solve (:func:`gtvcvx._jit.parallel_threads`; a Dask part runs
