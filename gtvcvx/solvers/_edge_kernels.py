@@ -162,10 +162,11 @@ def edge_fused_step(move, a, b, rho, U, Up, U0, X, head, tail, caps, sigma, proj
     For graphs relabelled for locality (reverse Cuthill-McKee): their gathers read node rows
     already in the caches, and one sweep streams ``U``, ``U+`` and ``U0`` once instead of three
     times. Measured on this project's 2-core Xeon (threaded builds, medians of 7, in one process):
-    10^6 points in 7-D, 10-NN (6.7e6 edges) 147 -> 112 ms; 5 * 10^5 points in 7-D 84 -> 73 ms;
-    3 * 10^5 points in 10-D 62 -> 48 ms. Without that locality it is not used: 10^7 SBM edges in
-    cache blocks 360 -> 402 ms, 2 * 10^5 points in 5-D in their own order 27 -> 32 ms (the random
-    reads of the gather starve behind the streams, as in the module docstring). The projection is
+    10^6 points in 7-D, 10-NN (6.7e6 edges) 134 -> 109 ms; with a first version of this sweep,
+    5 * 10^5 points in 7-D 84 -> 73 ms, 3 * 10^5 points in 10-D 62 -> 48 ms. Without that locality
+    it is not used: 10^7 SBM edges in cache blocks 360 -> 402 ms, 2 * 10^5 points in 5-D in their
+    own order 27 -> 32 ms (the random reads of the gather starve behind the streams, as in the
+    module docstring). The projection is
     :func:`edge_project`'s, written out again: as a shared compiled helper (arrays passed per row)
     it made :func:`edge_project` 40 % slower (70 vs 50 ms at 6.7e6 edges, d = 7), and this sweep
     131 vs 97 ms.
@@ -247,7 +248,8 @@ def edge_scatter(U, Up, head, tail, rowmap, counted, DtUp, spare, with_residual)
                 t = rowmap[t]
             if h >= 0 and t >= 0:
                 # one load of u+_e for both ends (a store to out may alias Up for numba: with
-                # two loops every entry is loaded twice; 36 -> 22 ms at 10^6 edges, d = 10)
+                # two loops every entry is loaded twice; threaded, d = 10, edges in random
+                # order: 28 -> 25 ms at 10^6 edges, 480 -> 425 ms at 10^7)
                 for k in range(d):
                     u = Up[e, k]
                     out[h, k] += u
