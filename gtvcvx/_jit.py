@@ -22,6 +22,11 @@ import types
 
 __all__ = ["MIN_ENTRIES", "njit", "parallel_threads"]
 
+#: Part of every compiled kernel's cache name (:func:`_build_twin`). numba invalidates a cached
+#: kernel when its own source file changes, not when the options it is compiled with here change
+#: (``parallel``, ``cache``, how ``helpers`` are compiled): change this tag with them.
+CACHE_TAG = "1"
+
 #: Array entries from which a kernel that has a NumPy twin runs compiled: below it, loading numba
 #: (about 0.6 s in a fresh process) costs more than the kernel saves.
 MIN_ENTRIES = 1 << 20
@@ -60,8 +65,8 @@ def njit(*functions, purpose: str, parallel: bool = False, helpers=()):
 
 
 def _build_twin(function, build: str):
-    """``function`` under the qualified name ``<name>__<build>``, so that each build of a kernel has
-    its own on-disk cache entries.
+    """``function`` under the qualified name ``<name>__<build><CACHE_TAG>``, so that each build of a
+    kernel has its own on-disk cache entries.
 
     numba keys its cache by the qualified name, the signature, the machine and the bytecode, not by
     ``parallel``: the serial and the threaded build of one kernel would otherwise load each other's
@@ -71,7 +76,7 @@ def _build_twin(function, build: str):
     """
     twin = types.FunctionType(function.__code__, function.__globals__, function.__name__, function.__defaults__,
                               function.__closure__)
-    twin.__qualname__ = f"{function.__qualname__}__{build}"
+    twin.__qualname__ = f"{function.__qualname__}__{build}{CACHE_TAG}"
     twin.__module__ = function.__module__
     twin.__doc__ = function.__doc__
     return twin
