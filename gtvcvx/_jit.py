@@ -34,12 +34,15 @@ MIN_ENTRIES = 1 << 20
 
 def njit(*functions, purpose: str, parallel: bool = False, helpers=()):
     """``functions`` compiled by numba (``cache=True``: on disk when the package directory is
-    writable; ``nogil=True``: Dask parts on one worker run them side by side), in order;
-    ``parallel``: their ``prange`` loops split over threads (see the module docstring).
+    writable, each build under its own cache name, :func:`_build_twin`; ``nogil=True``: Dask parts
+    on one worker run them side by side), in order; ``parallel``: their ``prange`` loops split over
+    threads (see the module docstring).
 
     ``helpers``: plain functions the kernels call by their global names (scalar steps shared by
     several kernels); each is compiled too and bound under its name in the globals of the kernels
-    that call it, so the kernels' compiled code calls (and LLVM inlines) the compiled helper.
+    that call it, so the kernels' compiled code calls the compiled helper (inlined by LLVM for the
+    scalar steps; a helper taking arrays was not, see
+    :func:`gtvcvx.solvers._edge_kernels.edge_fused_step`).
     ``purpose`` names what needs them in the error raised when numba is missing.
     """
     try:
