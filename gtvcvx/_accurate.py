@@ -213,11 +213,12 @@ def dot2_rows(out, X, W, rows):
 def _load_dot2(parallel: bool):
     """:func:`dot2_rows` compiled (``parallel``: the threaded build)."""
     (kernel,) = _jit.njit(dot2_rows, purpose="the doubled-precision residuals", parallel=parallel)
-    X, rows = np.zeros((1, 1)), np.zeros(1, np.int64)
-    kernel(np.zeros(1), X, X.copy(), rows)
-    X.flags.writeable = rows.flags.writeable = False  # a loss's samples are read-only: another numba type
-    kernel(np.zeros(1), X, X.copy(), rows)
+    # a loss's samples (and a caller's node rows) are read-only: other numba types
+    for X in (np.zeros((1, 1)), _jit.read_only(np.zeros((1, 1)))):
+        for rows in (np.zeros(1, np.int64), _jit.read_only(np.zeros(1, np.int64))):
+            kernel(np.zeros(1), X, np.zeros((1, 1)), rows)
     return kernel
+
 
 
 def abs_max(a: np.ndarray) -> float:

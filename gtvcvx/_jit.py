@@ -20,7 +20,7 @@ import os
 import threading
 import types
 
-__all__ = ["MIN_ENTRIES", "njit", "parallel_threads"]
+__all__ = ["MIN_ENTRIES", "njit", "parallel_threads", "read_only"]
 
 #: Part of every compiled kernel's cache name (:func:`_build_twin`). numba invalidates a cached
 #: kernel when its own source file changes, not when the options it is compiled with here change
@@ -30,6 +30,13 @@ CACHE_TAG = "1"
 #: Array entries from which a kernel that has a NumPy twin runs compiled: below it, loading numba
 #: (about 0.6 s in a fresh process) costs more than the kernel saves.
 MIN_ENTRIES = 1 << 20
+
+
+def read_only(a):
+    """``a`` marked read-only: numba types read-only arrays apart (e.g. ``Graph.end_columns``, a
+    problem's capacities, a loss's samples), so a kernel's warm-up calls it with both kinds."""
+    a.flags.writeable = False
+    return a
 
 
 def njit(*functions, purpose: str, parallel: bool = False, helpers=()):

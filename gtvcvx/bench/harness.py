@@ -211,19 +211,27 @@ def stream_bandwidth(n: int = 5_000_000, repeats: int = 60) -> float:
     return 3 * 8 * n * repeats / (time.perf_counter() - start) / 1e9
 
 
-def warm_compiled_kernels() -> float:
-    """Compile the fast core's numba kernels (serial and threaded builds) into numba's on-disk
-    cache, or load them from it, so that no measured process pays the first compile; returns the
-    seconds it took. The first compile after an install (or an edit of a kernel's source) is a
-    one-time cost of about 10-20 s on this machine."""
-    start = time.perf_counter()
+def compiled_kernels() -> dict[tuple[str, bool], object]:
+    """The fast core's numba kernels by ``(name, threaded)``, serial and threaded builds, each
+    loaded (compiled, or read from numba's on-disk cache) with the specializations its loader
+    warms: the argument types a solve passes (read-only capacities, sample arrays and edge ends are
+    types of their own). The chain and tree solvers' kernels are not among them (loaded on first use)."""
+    kernels = {}
     for parallel in (False, True):
-        _edge_kernels._load(parallel)
-        _edge_kernels._load_fused(parallel)
-        _edge_kernels._load_laplacian(parallel)
-        _edge_kernels._load_terms(parallel)
-        _node_kernels._load(parallel)
-        _compiled.load(parallel)
-        _penalty_kernels.load(parallel)
-        _accurate._load_dot2(parallel)
+        for loaded in (_edge_kernels._load(parallel), (_edge_kernels._load_fused(parallel),),
+                       (_edge_kernels._load_laplacian(parallel),), _edge_kernels._load_terms(parallel),
+                       _node_kernels._load(parallel), _compiled.load(parallel).values(),
+                       _penalty_kernels.load(parallel).values(), (_accurate._load_dot2(parallel),)):
+            for kernel in loaded:
+                kernels[kernel.py_func.__name__.split("__")[0], parallel] = kernel
+    return kernels
+
+
+def warm_compiled_kernels() -> float:
+    """Compile the fast core's numba kernels (serial and threaded builds, :func:`compiled_kernels`)
+    into numba's on-disk cache, or load them from it, so that no measured process pays the first
+    compile; returns the seconds it took. The first compile after an install (or an edit of a
+    kernel's source) is a one-time cost of about 10-20 s on this machine."""
+    start = time.perf_counter()
+    compiled_kernels()
     return time.perf_counter() - start

@@ -64,6 +64,7 @@ import scipy.sparse as sp
 
 from .. import _jit
 from .._jit import njit
+from .._jit import read_only as _read_only
 from ..penalties import CAPACITY_RTOL
 
 prange = range  # numba.prange once compiled (gtvcvx._jit.njit)
@@ -554,7 +555,8 @@ def _load(parallel: bool = False):
     spare = np.zeros((1, 2, 1))
     move(MOVE_HALPERN, 0.0, 0.0, 0.0, U, U.copy(), U.copy())
     gather(X, ends[:1], ends[1:], U)
-    project(U, U.copy(), np.ones(1), 1.0, 1, np.zeros(0, np.uint8))
+    for caps in (np.ones(1), _read_only(np.ones(1))):  # (a problem's capacities are read-only)
+        project(U, U.copy(), caps, 1.0, 1, np.zeros(0, np.uint8))
     scatter(U, U.copy(), ends[:1], ends[1:], none, np.zeros(0, np.uint8), X.copy(), spare, False)
     fixed = _read_only(ends.copy())  # the read-only ends of Graph.end_columns are another numba type
     gather(X, fixed[:1], fixed[1:], U)
@@ -568,7 +570,8 @@ def _load_fused(parallel: bool = False):
     (kernel,) = njit(edge_fused_step, purpose="the fast core's edge kernels", parallel=parallel)
     U, X, none = np.zeros((1, 1)), np.zeros((2, 1)), np.zeros(0, np.uint8)
     for ends in (np.array([0, 1], dtype=np.int64), _read_only(np.array([0, 1], dtype=np.int64))):
-        kernel(MOVE_HALPERN, 0.0, 0.0, 0.0, U, U.copy(), U.copy(), X, ends[:1], ends[1:], np.ones(1), 1.0, 1, none)
+        for caps in (np.ones(1), _read_only(np.ones(1))):
+            kernel(MOVE_HALPERN, 0.0, 0.0, 0.0, U, U.copy(), U.copy(), X, ends[:1], ends[1:], caps, 1.0, 1, none)
     return kernel
 
 
@@ -584,8 +587,3 @@ def _load_terms(parallel: bool):
         norms(X, ends[:1], ends[1:], np.zeros(1))
     return kernels
 
-
-def _read_only(a: np.ndarray) -> np.ndarray:
-    """``a`` marked read-only (numba types read-only arrays apart: e.g. ``Graph.end_columns``)."""
-    a.flags.writeable = False
-    return a
