@@ -153,20 +153,26 @@ def locality_order(problem: GTVProblem, force: bool = False) -> NodeOrder | None
     from scipy.sparse.csgraph import reverse_cuthill_mckee
 
     i, j = graph.edges[:, 0], graph.edges[:, 1]
-    pattern = sp.csr_matrix((np.ones(2 * m, dtype=np.int8), (np.concatenate([i, j]), np.concatenate([j, i]))),
-                            shape=(n, n))
+    # (32-bit indices where they fit: scipy would make the same copy, after the 64-bit one)
+    index = np.int32 if n <= np.iinfo(np.int32).max else np.int64
+    rows, cols = np.concatenate([i, j]).astype(index), np.concatenate([j, i]).astype(index)
+    pattern = sp.coo_matrix((np.ones(2 * m, dtype=np.int8), (rows, cols)), shape=(n, n)).tocsr()
+    del rows, cols
     order = reverse_cuthill_mckee(pattern, symmetric_mode=True).astype(np.int64)
     position = np.empty(n, dtype=np.int64)
     position[order] = np.arange(n)
-    ends = position[graph.edges]
-    low, high = ends.min(axis=1), ends.max(axis=1)
-    relabelled = np.column_stack([low, high])
-    if not force and _span(graph.edges) < MIN_SPAN_GAIN * _span(relabelled):
+    head, tail = position[i], position[j]
+    low, high = np.minimum(head, tail), np.maximum(head, tail)
+    if not force and _span(graph.edges) < MIN_SPAN_GAIN * float((high - low).mean()):
         return None
-    edge_order = np.argsort(low * n + high, kind="stable")
-    sign = np.where(ends[edge_order, 0] < ends[edge_order, 1], 1.0, -1.0)[:, None]
+    # the keys are distinct (no duplicate edges), so any sort gives this order
+    edge_order = np.argsort(low * n + high)
+    sign = np.where((head < tail)[edge_order], 1.0, -1.0)[:, None]
+    relabelled = np.empty((m, 2), dtype=np.int64)
+    np.take(low, edge_order, out=relabelled[:, 0])
+    np.take(high, edge_order, out=relabelled[:, 1])
     # the trusted constructor: a permutation of a valid graph's edges is a valid graph
-    new_graph = Graph(n, np.ascontiguousarray(relabelled[edge_order]), graph.weights[edge_order])
+    new_graph = Graph(n, relabelled, graph.weights[edge_order])
     new_problem = GTVProblem(new_graph, problem.loss.subset(order), problem.penalty, problem.lam)
     return NodeOrder(new_problem, order, position, edge_order, sign)
 

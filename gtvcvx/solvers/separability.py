@@ -100,10 +100,10 @@ def find_separation(problem: GTVProblem, *, time_limit: float = TIME_LIMIT) -> S
     ``gamma_d = (d + 2) u / (1 - (d + 2) u)`` the rounding bound of a dot product of length ``d``
     (Higham, *Accuracy and Stability of Numerical Algorithms*, 2002, Sec. 3.1).
     """
-    from scipy.optimize import linprog
-
     if not _applies(problem):
         return None
+    from scipy.optimize import linprog  # (0.3 s to import: only where a loss can be separable)
+
     loss, graph = problem.loss, problem.graph
     X, y, node = np.asarray(loss.X_all, float), np.asarray(loss.y_all, float), np.asarray(loss.node_of_sample)
     n_samples, d = X.shape
