@@ -123,6 +123,23 @@ def test_knn_gaussian_weights_and_duplicates():
         graphs.knn(pts * 1e3, k=3, phi=1e3)
 
 
+
+@pytest.mark.parametrize("k", [1, 4, 12])
+def test_knn_is_the_union_of_the_k_nearest_relations(k):
+    """Against the definition by brute force (continuous points: no distance ties): every point
+    with its k nearest others, each pair once in lexicographic order, Gaussian weights of the
+    pair's distance, and a graph that from_edges accepts as it is."""
+    rng = np.random.default_rng(k)
+    pts = rng.normal(size=(120, 3)) * [1.0, 2.0, 0.5]
+    G = graphs.knn(pts, k=k, phi=0.3)
+    dist2 = ((pts[:, None, :] - pts[None, :, :]) ** 2).sum(axis=2)
+    np.fill_diagonal(dist2, np.inf)
+    nearest = np.argsort(dist2, axis=1)[:, :k]
+    pairs = {(min(i, j), max(i, j)) for i in range(pts.shape[0]) for j in nearest[i].tolist()}
+    assert G.edges.tolist() == [list(pair) for pair in sorted(pairs)]
+    assert np.allclose(G.weights, np.exp(-0.3 * dist2[G.edges[:, 0], G.edges[:, 1]]), rtol=1e-13, atol=0)
+    assert Graph.from_edges(G.n, G.edges, G.weights) == G
+
 def test_edge_components_keep_only_the_given_edges():
     graph = Graph.from_edges(5, [[0, 1], [1, 2], [3, 4]])
     assert graph.edge_components()[0] == graph.n_components == 2
