@@ -231,7 +231,8 @@ def test_predicted_certificates_keep_the_answer(monkeypatch):
     """With the gap-predicted schedule of large problems forced onto a small one, the solve is
     certified to tol, agrees with CLARABEL, and certifies at the iterations the rule gives."""
     import gtvcvx.solvers.gtv as core
-    from gtvcvx.solvers._pdhg_common import CHECK_SPACING, predicted_spacing
+    from gtvcvx.solvers._pdhg_common import (CHECK_SPACING, PREDICT_FIRST_CHECK, PREDICT_SECOND_SPACING,
+                                             predicted_spacing)
     from gtvcvx.solvers.certificate import FlowProjector
 
     problem = make_problem("squared_error", "norm2", seed=4, sizes=(10, 8), d=3, lam=0.3)
@@ -245,6 +246,9 @@ def test_predicted_certificates_keep_the_answer(monkeypatch):
     assert len(history) >= 4
     kind = "cheap" if FlowProjector(problem).operator is None else "projection"
     minimum, fraction = CHECK_SPACING[kind]
+    assert history[0][0] == PREDICT_FIRST_CHECK  # (no residual trigger before a first certificate)
+    first_spacing = max(minimum, PREDICT_FIRST_CHECK // fraction) * PREDICT_SECOND_SPACING
+    assert history[0][0] < history[1][0] <= history[0][0] + first_spacing
     for k in range(2, len(history)):
         # each check-point at the predicted spacing, or earlier (the residual trigger)
         iteration = history[k - 1][0]
