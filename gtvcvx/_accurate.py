@@ -220,7 +220,6 @@ def _load_dot2(parallel: bool):
     return kernel
 
 
-
 def abs_max(a: np.ndarray) -> float:
     """``max |a|`` (0 for an empty array, NaN if ``a`` holds one) without an ``|a|`` temporary: at
     2e7 x 10 samples each temporary cost ~1.2 s of page faults per certificate."""

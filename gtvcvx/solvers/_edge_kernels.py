@@ -586,4 +586,3 @@ def _load_terms(parallel: bool):
             terms(X, ends[:1], ends[1:], U, caps, 1, 0.0, np.zeros(1), np.zeros(1))
         norms(X, ends[:1], ends[1:], np.zeros(1))
     return kernels
-
