@@ -212,3 +212,24 @@ def test_in_a_run_faces_start_once_the_gap_nears_tol(monkeypatch):
     calls.clear()
     certify_pair(problem, W, U)  # a one-off certificate: always
     assert calls
+
+
+def test_an_adopted_flow_is_never_overwritten():
+    """The core keeps its best certificate's flow by taking it out of the projector's buffers
+    (``FlowProjector.adopt``): the next projections must write elsewhere, and the spare handed back
+    (the previous best's flow) is reused instead of a new array."""
+    from conftest import make_problem
+
+    problem = make_problem("squared_distance", "norm2", seed=3, sizes=(12, 10), d=3, lam=0.3)
+    projector = certificate.FlowProjector(problem, keep_buffers=True)
+    rng = np.random.default_rng(0)
+    first = projector(rng.normal(size=(problem.n_edges, problem.d))).U
+    kept = first.copy()
+    projector.adopt(first)
+    second = projector(rng.normal(size=(problem.n_edges, problem.d))).U
+    assert second is not first and np.array_equal(first, kept)
+    projector.adopt(second, spare=first)  # the old best gives its array back
+    third = projector(rng.normal(size=(problem.n_edges, problem.d))).U
+    assert third is first and third is not second
+    projector.adopt(np.zeros(3), spare=second)  # not a kept buffer: nothing changes
+    assert projector(rng.normal(size=(problem.n_edges, problem.d))).U is first

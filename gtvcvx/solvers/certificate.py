@@ -626,6 +626,19 @@ class FlowProjector:
             kept = self._buffers[name] = np.empty(shape)
         return kept
 
+    def adopt(self, array: np.ndarray, spare: np.ndarray | None = None) -> None:
+        """Give up ``array`` if it is a kept buffer (the caller keeps it: no copy), its name taking
+        ``spare`` (an array the caller no longer needs, e.g. the previous best certificate's flow)
+        or, without one of its shape, a new array at its next use."""
+        for name, kept in self._buffers.items():
+            if kept is array:
+                if spare is not None and spare.shape == array.shape and spare.dtype == array.dtype \
+                        and spare.flags.c_contiguous and spare.flags.writeable and spare is not array:
+                    self._buffers[name] = spare
+                else:
+                    del self._buffers[name]
+                return
+
     @property
     def target_rtol(self) -> float:
         """The corrections' residual target relative to the flow scale (computed on first use:

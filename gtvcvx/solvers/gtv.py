@@ -401,11 +401,10 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
     projector = FlowProjector(problem, max_iter=200, keep_buffers=True)
 
     def kept(cert: Certificate) -> Certificate:
-        """The certificate with its flow copied out of the projector's pass buffers, into one
-        kept for the best certificate (allocated once)."""
-        best_flow = projector.buffer("best flow", cert.U.shape)
-        np.copyto(best_flow, cert.U)
-        return dataclasses.replace(cert, U=best_flow)
+        """The new best certificate, its flow taken out of the projector's pass buffers without a
+        copy: the previous best's flow takes its buffer's place (0.1-0.4 s a copy at 6.7e6 x 7)."""
+        projector.adopt(cert.U, None if best is None else best[2].U)
+        return cert
     check_min, check_fraction = _CHECK_SPACING["cheap" if projector.operator is None else "projection"]
     DtU = divergence(graph, U)  # (the compiled scatter on large graphs: no sparse D built)
     W0, U0, DtU0 = W.copy(), U.copy(), DtU.copy()
