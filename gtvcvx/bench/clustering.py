@@ -120,7 +120,8 @@ def call_fast(problem, tol: float, time_limit: float | None = None, method: str 
         r = solve(problem, tol=tol, time_limit=time_limit, method=method)
     returned = time.perf_counter()
     clusters = cluster_labels(problem, r.W, r.U)
-    return {"call_time": returned - start, "labels_time": time.perf_counter() - returned,"status": str(r.status), "primal": r.primal, "dual": r.dual, "rel_gap": r.rel_gap,
+    return {"call_time": returned - start, "labels_time": time.perf_counter() - returned,
+            "status": str(r.status), "primal": r.primal, "dual": r.dual, "rel_gap": r.rel_gap,
             "iterations": r.iterations, "setup_time": r.setup_time, "solve_time": r.solve_time,
             "n": problem.n, "n_edges": problem.n_edges, "d": problem.d, "n_clusters": clusters.n_clusters,
             "certificate_time": r.info.get("certificate_time", float("nan")),
