@@ -227,6 +227,15 @@ def test_predicted_spacing_aims_at_the_crossing_of_tol():
         assert predicted_spacing(10, 20, gaps, 1e-4) == 10
 
 
+
+def test_residual_trigger_asks_for_what_the_gap_still_has_to_fall():
+    from gtvcvx.solvers._pdhg_common import residual_trigger
+
+    assert residual_trigger(1e-4, 1e-2) == pytest.approx(1e-2 ** 0.7)  # gap ~ r^(1/0.7): 100x in gap
+    assert residual_trigger(1e-4, 1e-3, 1.0) == pytest.approx(0.1)  # exponent 1 (large problems)
+    assert residual_trigger(1e-8, 1.0) == 0.02 and residual_trigger(1e-4, 2e-4) == 0.3  # clipped
+    assert residual_trigger(1e-4, 0.0) == 0.3
+
 def test_predicted_certificates_keep_the_answer(monkeypatch):
     """With the gap-predicted schedule of large problems forced onto a small one, the solve is
     certified to tol, agrees with CLARABEL, and certifies at the iterations the rule gives."""

@@ -50,10 +50,20 @@ PREDICT_FROM_ENTRIES = 1 << 22
 #: edges, 10^6 points in 7-D), in iterations plus certificates at their cost in iterations
 #: (2.7, 4.7, 3.0): 80.5 -> 75.1, 84.5 -> 77.1, 102 -> 99; certificates 5 -> 3, 5 -> 3, 5 -> 4.
 PREDICT_FIRST_CHECK, PREDICT_SECOND_SPACING, PREDICT_TRIGGER_EXPONENT = 20, 2, 1.0
+#: The residual trigger's exponent elsewhere: the gap decays roughly like r^1.4 (r the fixed-point
+#: residual) in our measurements (:func:`residual_trigger`).
+RESIDUAL_TRIGGER_EXPONENT = 0.7
 #: Stop (status ``solver_error``) once this many check-points in a row found ``P(W)`` not finite:
 #: with finite data every loss and penalty is finite everywhere, so the objective overflows float64
 #: at the iterates (data near 1e154 and above ran 100,000 iterations to no certificate).
 NONFINITE_CHECKS = 3
+
+
+def residual_trigger(tol: float, rel_gap: float, exponent: float = RESIDUAL_TRIGGER_EXPONENT) -> float:
+    """The fraction of the fixed-point residual at a certificate below which the next certificate
+    is due: about what the certified gap ``rel_gap`` still has to fall to reach ``tol``, with the
+    gap decaying like ``r^(1/exponent)``; clipped to ``[0.02, 0.3]`` (0.3 for a zero gap)."""
+    return min(max((tol / rel_gap) ** exponent, 0.02), 0.3) if rel_gap > 0 else 0.3
 
 
 def predicted_spacing(spacing: int, iteration: int, gaps: list[tuple[int, float]], tol: float) -> int:

@@ -33,8 +33,8 @@ from ._dask_part import Part, PartData
 from ._partition import part_layouts, partition_graph
 from .certificate import (_ROUNDING_FACTOR, UNBOUNDED_TARGET_RTOL, Certificate, ResidualAllowance,
                           merge_allowance_partials, no_bound_message)
-from ._pdhg_common import (CHECK_SPACING, NONFINITE_CHECKS, IterationInfo, initial_primal_weight, step_norm_estimate,
-                           uniqueness_note, warm_start_parts)
+from ._pdhg_common import (CHECK_SPACING, NONFINITE_CHECKS, IterationInfo, initial_primal_weight, residual_trigger,
+                           step_norm_estimate, uniqueness_note, warm_start_parts)
 
 __all__ = ["SiteProblem", "PartData", "solve_distributed"]
 
@@ -457,7 +457,7 @@ def _solve(problem, graph, client, tol, max_iter, time_limit, warm_start, callba
                     s["last_cert"] = this_cert
                     cert_time += this_cert
                     s["r_cert"] = s["r_prev"]
-                    s["trigger"] = (min(max((tol / cert.rel_gap) ** 0.7, 0.02), 0.3) if cert.rel_gap > 0 else 0.3)
+                    s["trigger"] = residual_trigger(tol, cert.rel_gap)
                     elapsed = time.perf_counter() - t_start
                     s["history"].append({"iteration": iteration, "time": elapsed, "primal": cert.primal,
                                          "dual": cert.dual, "gap": cert.gap, "rel_gap": cert.rel_gap,

@@ -26,7 +26,7 @@ from ._edge_kernels import MOVE_HALPERN, MOVE_NONE, MOVE_RESTART, EdgeSweep, div
 from ._node_kernels import NodeSweeps, squared_distance
 from ._pdhg_common import CHECK_SPACING as _CHECK_SPACING
 from ._pdhg_common import (NONFINITE_CHECKS, PREDICT_FIRST_CHECK, PREDICT_FROM_ENTRIES, PREDICT_SECOND_SPACING,
-                           PREDICT_TRIGGER_EXPONENT, predicted_spacing)
+                           PREDICT_TRIGGER_EXPONENT, RESIDUAL_TRIGGER_EXPONENT, predicted_spacing, residual_trigger)
 from ._pdhg_common import IterationInfo, initial_primal_weight, uniqueness_note, warm_start_parts
 from ._pdhg_common import step_norm_estimate as _step_norm_estimate
 from ._reorder import edge_block_order, locality_order
@@ -443,7 +443,7 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
         if check_every is None else check_every
     # with check_every=None certificates also come when the fixed-point residual has fallen
     # about as much as the gap still has to (see `trigger`)
-    trigger_exponent = PREDICT_TRIGGER_EXPONENT if predict else 0.7
+    trigger_exponent = PREDICT_TRIGGER_EXPONENT if predict else RESIDUAL_TRIGGER_EXPONENT
     cert_time = 0.0
     nonfinite = 0  # check-points in a row whose P(W) was not finite
     last_cert = 0.0  # cost of the latest certificate, to keep the next one inside a time budget
@@ -497,9 +497,8 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
             last_cert = this_cert
             cert_time += this_cert
             r_cert = r_prev
-            # certify again once the residual has fallen by about what the gap still has to
-            # fall (the gap decays roughly like r^1.4 in our measurements; r^1.2-2 at scale)
-            trigger = min(max((tol / cert.rel_gap) ** trigger_exponent, 0.02), 0.3) if cert.rel_gap > 0 else 0.3
+            # certify again once the residual has fallen by about what the gap still has to fall
+            trigger = residual_trigger(tol, cert.rel_gap, trigger_exponent)
             elapsed = time.perf_counter() - t_start
             history.append({"iteration": iteration, "time": elapsed, "primal": cert.primal, "dual": cert.dual,
                             "gap": cert.gap, "rel_gap": cert.rel_gap, "restarts": restarts, "omega": omega,
