@@ -16,20 +16,73 @@ on its own first threaded kernel.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import types
 
-__all__ = ["MIN_ENTRIES", "njit", "parallel_threads", "read_only"]
+__all__ = ["MIN_ENTRIES", "njit", "parallel_threads", "prefetch_row", "read_only"]
 
 #: Part of every compiled kernel's cache name (:func:`_build_twin`). numba invalidates a cached
 #: kernel when its own source file changes, not when the options it is compiled with here change
 #: (``parallel``, ``cache``, how ``helpers`` are compiled): change this tag with them.
-CACHE_TAG = "1"
+CACHE_TAG = "2"
 
 #: Array entries from which a kernel that has a NumPy twin runs compiled: below it, loading numba
 #: (about 0.6 s in a fresh process) costs more than the kernel saves.
 MIN_ENTRIES = 1 << 20
+
+
+def prefetch_row(a, i) -> None:
+    """Ask the memory system for row ``i`` of the 2-D C-contiguous array ``a`` ahead of its use (a
+    hint: no effect on results, never a fault). Plain Python: nothing; in a kernel compiled by
+    :func:`njit`: the first and the last cache line of the row (LLVM's ``llvm.prefetch``).
+
+    The sweeps that read or update node rows in edge order issue it a fixed distance ahead
+    (:data:`gtvcvx.solvers._edge_kernels.PREFETCH_DISTANCE` edges): their loop body is too short
+    for the processor to keep more than a few of those random misses in flight by itself.
+    """
+
+
+@functools.cache
+def _prefetch_intrinsic():
+    """:func:`prefetch_row` for compiled kernels, or a compiled no-op where this LLVM does not
+    take the intrinsic."""
+    import numba
+    from llvmlite import ir
+    from numba.core import cgutils
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def prefetch_row_compiled(typingctx, a, i):
+        def codegen(context, builder, signature, args):
+            array_type, index_type = signature.args
+            array = context.make_array(array_type)(context, builder, args[0])
+            row = context.cast(builder, args[1], index_type, numba.types.intp)
+            width = cgutils.unpack_tuple(builder, array.shape, 2)[1]
+            last = builder.sub(width, context.get_constant(numba.types.intp, 1))
+            byte = ir.IntType(8).as_pointer()
+            i32 = ir.IntType(32)
+            function = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), [byte, i32, i32, i32]), "llvm.prefetch.p0i8")
+            for column in (context.get_constant(numba.types.intp, 0), last):
+                pointer = cgutils.get_item_pointer(context, builder, array_type, array, [row, column])
+                # (read, keep in all cache levels, data)
+                builder.call(function, [builder.bitcast(pointer, byte), i32(0), i32(3), i32(1)])
+            return context.get_dummy_value()
+
+        return numba.types.void(a, i), codegen
+
+    def check(a, i):
+        prefetch_row_compiled(a, i)
+
+    try:
+        import numpy as np
+
+        numba.njit(check)(np.zeros((2, 3)), 1)
+        return prefetch_row_compiled
+    except Exception:  # pragma: no cover - an LLVM without the intrinsic under this name
+        return numba.njit(lambda a, i: None)
 
 
 def read_only(a):
@@ -70,6 +123,8 @@ def njit(*functions, purpose: str, parallel: bool = False, helpers=()):
         for name, helper in compiled_helpers.items():
             if name in names:
                 function.__globals__[name] = helper
+        if "prefetch_row" in names:
+            function.__globals__["prefetch_row"] = _prefetch_intrinsic()
     build = "threaded" if parallel else "serial"
     return tuple(jit(_build_twin(function, build)) for function in functions)
 

@@ -5,26 +5,24 @@ move of ``U``, the extrapolated step ``U + sigma D X``, the projection ``prox_{s
 divergence ``D^T U+`` and, every few iterations, the fixed-point residual ``||U - U+||``. With
 NumPy and SciPy these were about 17 passes over arrays far larger than the caches. ``D`` has
 exactly one ``+1`` and one ``-1`` per row, so ``D X`` is a gather ``X[head] - X[tail]`` and
-``D^T U+`` a scatter-add; the step is four sweeps:
+``D^T U+`` a scatter-add; the step is two sweeps:
 
-1. :func:`edge_move` (sequential: read ``U``, ``U+``, ``U0``, write ``U``; skipped for plain PDHG),
-2. :func:`edge_gather` (``U+ <- D X``: the random reads of node rows),
-3. :func:`edge_project` (sequential: ``U+ <- prox(U + U+)`` and the residual),
-4. :func:`edge_scatter` (``D^T U+``: the random read-modify-writes of node rows).
+1. :func:`edge_fused_step` (per edge: the Halpern or restart move of ``u_e``, the gather
+   ``x_head(e) - x_tail(e)``, the projection ``u+_e <- prox(u_e + ...)`` and its residual term:
+   ``U``, ``U+`` and ``U0`` streamed once, node rows read at random),
+2. :func:`edge_scatter` (``D^T U+``: the random read-modify-writes of node rows).
 
-Measured on this project's 2-core machine (random edges, d = 10): one fused sweep doing 1-3
-together is about twice as slow as the separate sweeps (215 vs 95 ms per step at 10^6 edges,
-2.80 vs 1.58 s at 10^7): mixing the sequential streams with the random node reads starves the
-random reads of outstanding cache misses. On graphs without locality the random reads, not the
-bytes streamed, bound the step (``gtvcvx bench distributed`` reports both). With locality (10^6
-points in 7-D, 10-NN, 6.7e6 edges, relabelled by reverse Cuthill-McKee, :mod:`._reorder`) a fused
-sweep doing 1-4 was still slower: 0.46-0.51 vs 0.29-0.34 s (random labels: 1.33 vs 0.80 s). (These
-comparisons predate 773c0f5, before which a threaded build could run its serial twin's code.)
-Measured again since, with the threaded builds threaded: sweeps 1-3 fused (:func:`edge_fused_step`)
-are faster on graphs relabelled for locality (-20 to -30 %, measured in its docstring) and still
-slower without it, so :class:`EdgeSweep` fuses them only when asked (``fused=True``: the solver asks
-for graphs relabelled by reverse Cuthill-McKee); fusing 3 and 4 was no faster (42 vs 46 ms at
-10^6 SBM edges).
+Both ask for the node rows of the edge :data:`PREFETCH_DISTANCE` positions ahead
+(:func:`gtvcvx._jit.prefetch_row`). Without that, mixing the sequential streams with the random
+node reads starved the reads of outstanding cache misses: one fused sweep was slower than the
+three sweeps it replaces (:func:`edge_move`, :func:`edge_gather`, then a projection sweep) on
+graphs without locality (10^7 SBM edges in cache blocks: 402 vs 360 ms), faster only on graphs
+relabelled for locality, so it served those alone. With the prefetch, measured in one process
+(threaded builds, d = 10 unless said, medians of 7-15), separate sweeps without prefetch -> fused
+sweep with it, scatter included: 10^7 SBM edges in cache blocks 533 -> 381 ms, 10^6 SBM edges
+47.0 -> 35.9 ms, 10^6 points in 7-D, 10-NN (6.7e6 edges, reverse Cuthill-McKee) 225 -> 140 ms
+(fused without prefetch: 159 ms), 2 * 10^5 SBM edges 8.3 -> 8.0 ms (in cache: no difference).
+Fusing the scatter too was no faster (42 vs 46 ms at 10^6 SBM edges, without prefetch).
 
 Every sweep is a ``prange`` loop, built twice (:func:`gtvcvx._jit.njit`): serial, and threaded for
 the main thread of a single-process solve (:func:`gtvcvx._jit.parallel_threads`; a Dask part runs
@@ -35,11 +33,12 @@ tail-sorted edge list instead was slower (0.48 vs 0.43 s at 10^7 edges) and need
 indices. Measured on this 2-core machine, 10^7 random edges, d = 10, serial build -> two threads:
 gather 0.73 -> 0.23 s, projection 0.22 -> 0.14 s, scatter 0.94 -> 0.43 s (the threaded build is
 faster even on one thread, 0.34 s for the gather: its loop body is compiled as a separate function
-whose arrays do not alias).
+whose arrays do not alias). :func:`edge_move` also serves the node-side Halpern moves and
+:func:`edge_gather` the differences ``D W`` outside the loop (:func:`differences`).
 
 The projection is the penalty's declared :attr:`gtvcvx.penalties.Penalty.conjugate_prox_rows`
 (``"l2_ball"``, ``"box"``, ``"shrink"``); a penalty without one is projected by its own
-``_prox_conjugate`` between :func:`edge_project` (which then only adds) and :func:`edge_scatter`.
+``_prox_conjugate`` between :func:`edge_fused_step` (which then only adds) and :func:`edge_scatter`.
 
 Certificates read the flows once more per check-point: :func:`edge_terms` gathers ``z_e`` on the fly
 and returns every edge's penalty value and Fenchel-Young term for the l2 and l1 norms (measured at
@@ -63,7 +62,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import _jit
-from .._jit import njit
+from .._jit import njit, prefetch_row
 from .._jit import read_only as _read_only
 from ..penalties import CAPACITY_RTOL
 
@@ -71,10 +70,17 @@ prange = range  # numba.prange once compiled (gtvcvx._jit.njit)
 __all__ = ["MOVE_NONE", "MOVE_HALPERN", "MOVE_RESTART", "PROJECTIONS", "NORM_BALLS", "EdgeSweep", "differences",
            "difference_norms", "divergence", "edge_norm_terms", "laplacian_product"]
 
+#: Edges ahead at which the sweeps that read or update node rows in edge order prefetch those rows
+#: (:func:`gtvcvx._jit.prefetch_row`). Measured in one process at 10^7 SBM edges in cache blocks,
+#: d = 10, threaded (medians of 7), without prefetch / 16 / 32 / 64 ahead: gather 94 / 83 / 87 / 90 ms,
+#: scatter 213 / 155 / 163 / 153 ms, fused step + scatter 510 / 381 / 415 / 442 ms (and 16 or 32
+#: best at 10^6 SBM edges and on the 10^6-point 10-NN graph).
+PREFETCH_DISTANCE = 16
+
 #: How :func:`edge_move` obtains the current flow ``z = U`` before the step.
 MOVE_NONE, MOVE_HALPERN, MOVE_RESTART = 0, 1, 2
 
-#: Row projections :func:`edge_project` runs, by the name a penalty declares.
+#: Row projections :func:`edge_fused_step` runs, by the name a penalty declares.
 PROJECTIONS = {"l2_ball": 1, "box": 2, "shrink": 3}
 #: Norm penalties :func:`edge_terms` evaluates, by their declared dual ball
 #: (:attr:`gtvcvx.penalties.Penalty.dual_ball`): ``"l2"`` (``phi = ||.||_2``), ``"linf"`` (``phi = ||.||_1``).
@@ -103,26 +109,53 @@ def edge_gather(X, head, tail, out):
     """``out <- D X``: ``out_e = x_head(e) - x_tail(e)`` (the only random reads of the step)."""
     m, d = out.shape
     for e in prange(m):
+        ahead = e + PREFETCH_DISTANCE
+        if ahead < m:
+            prefetch_row(X, head[ahead])
+            prefetch_row(X, tail[ahead])
         h = head[e]
         t = tail[e]
         for k in range(d):
             out[e, k] = X[h, k] - X[t, k]
 
 
-def edge_project(U, Up, caps, sigma, projection, counted):
-    r"""``Up <- prox_{sigma G*}(U + Up)`` row by row; returns ``sum_e ||u_e - u+_e||^2`` over the
-    counted edges (``counted`` empty: all).
+def edge_fused_step(move, a, b, rho, U, Up, U0, X, head, tail, caps, sigma, projection, counted):
+    r"""The dual step of one iteration in one sweep: per edge, the move of ``u_e`` (as in
+    :func:`edge_move`), then ``u+_e = prox_{sigma G*}(u_e + x_head(e) - x_tail(e))`` row by row
+    (``X`` holds ``sigma`` times the extrapolated node rows); returns ``sum_e ||u_e - u+_e||^2``
+    over the counted edges (``counted`` empty: all).
 
-    ``projection`` is a value of :data:`PROJECTIONS`, or 0: only ``Up <- U + Up`` (the penalty's own
-    ``_prox_conjugate`` follows, and the residual comes from :func:`edge_scatter`).
+    ``projection`` is a value of :data:`PROJECTIONS`, or 0: only ``U+ <- U + D X`` (the penalty's
+    own ``_prox_conjugate`` follows, and the residual comes from :func:`edge_scatter`).
+
+    The node rows of the edge :data:`PREFETCH_DISTANCE` ahead are prefetched (see the module
+    docstring for the measurements); on graphs relabelled for locality (reverse Cuthill-McKee)
+    they are mostly in the caches already. The projection was also tried as a shared compiled
+    helper (arrays passed per row): 40 % slower than written out (70 vs 50 ms at 6.7e6 edges, d = 7).
     """
     m, d = U.shape
     all_counted = counted.shape[0] == 0
+    gain = a * (1.0 + rho)
+    keep = -a * rho
     residual = 0.0
     for e in prange(m):
+        ahead = e + PREFETCH_DISTANCE
+        if ahead < m:
+            prefetch_row(X, head[ahead])
+            prefetch_row(X, tail[ahead])
+        h = head[e]
+        t = tail[e]
         sq = 0.0
         for k in range(d):
-            v = U[e, k] + Up[e, k]
+            u = U[e, k]  # (kept in a register: numba cannot prove the stores below leave it alone)
+            if move == 1:
+                u = (keep * u + gain * Up[e, k]) + b * U0[e, k]
+                U[e, k] = u
+            elif move == 2:
+                u = Up[e, k]
+                U[e, k] = u
+                U0[e, k] = u
+            v = u + (X[h, k] - X[t, k])
             Up[e, k] = v
             sq += v * v
         if projection != 0:
@@ -155,76 +188,8 @@ def edge_project(U, Up, caps, sigma, projection, counted):
     return residual
 
 
-def edge_fused_step(move, a, b, rho, U, Up, U0, X, head, tail, caps, sigma, projection, counted):
-    """:func:`edge_move`, :func:`edge_gather` and :func:`edge_project` in one sweep: per edge, the
-    move of ``u_e``, then ``u+_e = prox(u_e + x_head(e) - x_tail(e))``; the same values (the same
-    operations in the same order) and the same residual as the three sweeps.
-
-    For graphs relabelled for locality (reverse Cuthill-McKee): their gathers read node rows
-    already in the caches, and one sweep streams ``U``, ``U+`` and ``U0`` once instead of three
-    times. Measured on this project's 2-core Xeon (threaded builds, medians of 7, in one process):
-    10^6 points in 7-D, 10-NN (6.7e6 edges) 134 -> 109 ms; with a first version of this sweep,
-    5 * 10^5 points in 7-D 84 -> 73 ms, 3 * 10^5 points in 10-D 62 -> 48 ms. Without that locality
-    it is not used: 10^7 SBM edges in cache blocks 360 -> 402 ms, 2 * 10^5 points in 5-D in their
-    own order 27 -> 32 ms (the random reads of the gather starve behind the streams, as in the
-    module docstring). The projection is
-    :func:`edge_project`'s, written out again: as a shared compiled helper (arrays passed per row)
-    it made :func:`edge_project` 40 % slower (70 vs 50 ms at 6.7e6 edges, d = 7), and this sweep
-    131 vs 97 ms.
-    """
-    m, d = U.shape
-    all_counted = counted.shape[0] == 0
-    gain = a * (1.0 + rho)
-    keep = -a * rho
-    residual = 0.0
-    for e in prange(m):
-        h = head[e]
-        t = tail[e]
-        sq = 0.0
-        for k in range(d):
-            u = U[e, k]  # (kept in a register: numba cannot prove the stores below leave it alone)
-            if move == 1:
-                u = (keep * u + gain * Up[e, k]) + b * U0[e, k]
-                U[e, k] = u
-            elif move == 2:
-                u = Up[e, k]
-                U[e, k] = u
-                U0[e, k] = u
-            v = u + (X[h, k] - X[t, k])
-            Up[e, k] = v
-            sq += v * v
-        if projection != 0:
-            c = caps[e]
-            re = 0.0
-            if projection == 2:
-                for k in range(d):
-                    v = Up[e, k]
-                    if v > c:  # (as in edge_project)
-                        v = c
-                    elif v < -c:
-                        v = -c
-                    Up[e, k] = v
-                    r = U[e, k] - v
-                    re += r * r
-            else:
-                f = 1.0
-                if projection == 1:
-                    if sq > c * c:
-                        f = c / np.sqrt(sq)
-                else:
-                    f = c / (c + sigma)
-                for k in range(d):
-                    v = Up[e, k] * f
-                    Up[e, k] = v
-                    r = U[e, k] - v
-                    re += r * r
-            if all_counted or counted[e] != 0:
-                residual += re
-    return residual
-
-
 def edge_scatter(U, Up, head, tail, rowmap, counted, DtUp, spare, with_residual):
-    """``DtUp <- D^T U+`` and, when ``with_residual``, the residual sum of :func:`edge_project` (for a
+    """``DtUp <- D^T U+`` and, when ``with_residual``, the residual sum of :func:`edge_fused_step` (for a
     projection done outside it). ``rowmap`` (empty: identity) maps a column of ``D`` to its row of
     ``DtUp``, ``-1`` for columns without one (a part's halo nodes).
 
@@ -241,7 +206,12 @@ def edge_scatter(U, Up, head, tail, rowmap, counted, DtUp, spare, with_residual)
         for i in range(n_rows):
             for k in range(d):
                 out[i, k] = 0.0
-        for e in range(c * m // chunks, (c + 1) * m // chunks):
+        end = (c + 1) * m // chunks
+        for e in range(c * m // chunks, end):
+            ahead = e + PREFETCH_DISTANCE
+            if ahead < end and not mapped:
+                prefetch_row(out, head[ahead])
+                prefetch_row(out, tail[ahead])
             h = head[e]
             t = tail[e]
             if mapped:
@@ -308,6 +278,10 @@ def edge_terms(X, head, tail, U, caps, ball, rtol, values, gaps):
     (the conjugate's indicator; a NaN flow is outside). ``ball`` is a value of :data:`NORM_BALLS`."""
     m, d = U.shape
     for e in prange(m):
+        ahead = e + PREFETCH_DISTANCE
+        if ahead < m:
+            prefetch_row(X, head[ahead])
+            prefetch_row(X, tail[ahead])
         h = head[e]
         t = tail[e]
         size = 0.0
@@ -372,7 +346,7 @@ class EdgeSweep:
     counted : (m,) bool array, optional
         Edges whose residual terms count (default all).
     compiled : bool, optional
-        Use the numba kernels (:func:`edge_move` .. :func:`edge_scatter`); default: when
+        Use the numba kernels (:func:`edge_fused_step`, :func:`edge_scatter`); default: when
         ``m d >= gtvcvx._jit.MIN_ENTRIES`` (flow entries). Otherwise the same operations with NumPy and a sparse
         product (identical up to rounding).
     threads : int, optional
@@ -380,13 +354,10 @@ class EdgeSweep:
         :func:`gtvcvx._jit.parallel_threads` (numba's thread count in the main thread, else 1).
         The scatter keeps ``threads - 1`` spare ``n_rows x d`` arrays. The result does not depend
         on it beyond rounding.
-    fused : bool
-        Move, gather and project in one sweep (:func:`edge_fused_step`, compiled only), for graphs
-        whose node rows are read with locality (relabelled by reverse Cuthill-McKee); the same values.
     """
 
     def __init__(self, head, tail, penalty, caps, n_rows: int, d: int, rowmap=None, counted=None,
-                 compiled: bool | None = None, threads: int | None = None, fused: bool = False):
+                 compiled: bool | None = None, threads: int | None = None):
         rows = penalty.conjugate_prox_rows
         if rows is not None and rows not in PROJECTIONS:
             raise ValueError(f"penalty '{penalty.name}' declares conjugate_prox_rows = {rows!r}; expected one of "
@@ -403,11 +374,10 @@ class EdgeSweep:
         self.compiled = m * d >= _jit.MIN_ENTRIES if compiled is None else bool(compiled)
         if self.compiled:
             self.threads = max(1, int(_jit.parallel_threads() if threads is None else threads))
-            self._move, self._gather, self._project, self._scatter = _load(self.threads > 1)
-            self._fused = _load_fused(self.threads > 1) if fused else None
+            self._step, self._scatter = _load_fused(self.threads > 1), _load(self.threads > 1)[2]
             self._spare = np.empty((self.threads - 1, int(n_rows), d))
         else:
-            self.threads, self._fused = 1, None
+            self.threads = 1
             rowmap = np.arange(int(n_rows)) if rowmap is None else self.rowmap
             rows_h, rows_t = rowmap[self.head], rowmap[self.tail]
             keep_h, keep_t = rows_h >= 0, rows_t >= 0
@@ -424,14 +394,8 @@ class EdgeSweep:
         ``DtUp = D^T Up``; returns the residual ``sum_e ||u_e - u+_e||^2`` over the counted edges."""
         if not self.compiled:
             return self._numpy(move, U, Up, U0, X, sigma, DtUp, a, b, rho)
-        if self._fused is not None:
-            residual = self._fused(move, float(a), float(b), float(rho), U, Up, U0, X, self.head, self.tail, self.caps,
-                                   float(sigma), self.projection, self.counted)
-        else:
-            if move != MOVE_NONE:
-                self._move(move, a, b, rho, U, Up, U0)
-            self._gather(X, self.head, self.tail, Up)
-            residual = self._project(U, Up, self.caps, float(sigma), self.projection, self.counted)
+        residual = self._step(move, float(a), float(b), float(rho), U, Up, U0, X, self.head, self.tail, self.caps,
+                              float(sigma), self.projection, self.counted)
         if not self.projection:
             self.penalty._prox_conjugate(Up, sigma, self.caps)
         outside = self._scatter(U, Up, self.head, self.tail, self.rowmap, self.counted, DtUp, self._spare,
@@ -481,7 +445,7 @@ def divergence(graph, U: np.ndarray) -> np.ndarray:
     none = np.zeros(0, np.int64)
     threads = _jit.parallel_threads()
     spare = np.empty((threads - 1, graph.n, U.shape[1]))
-    _load(threads > 1)[3](U, U, head, tail, none, np.zeros(0, np.uint8), out, spare, False)
+    _load(threads > 1)[2](U, U, head, tail, none, np.zeros(0, np.uint8), out, spare, False)
     return out
 
 
@@ -545,18 +509,15 @@ def _load_laplacian(parallel: bool):
 
 @cache
 def _load(parallel: bool = False):
-    """``(edge_move, edge_gather, edge_project, edge_scatter)`` compiled by numba (imported here: a
-    lazily loaded backend; ``parallel``: the threaded build), their one specialization loaded now
-    rather than inside a timed iteration."""
-    kernels = njit(edge_move, edge_gather, edge_project, edge_scatter, purpose="the fast core's edge kernels",
-                   parallel=parallel)
-    move, gather, project, scatter = kernels
+    """``(edge_move, edge_gather, edge_scatter)`` compiled by numba (imported here: a lazily loaded
+    backend; ``parallel``: the threaded build), the specializations a solve uses loaded now rather
+    than inside a timed iteration."""
+    kernels = njit(edge_move, edge_gather, edge_scatter, purpose="the fast core's edge kernels", parallel=parallel)
+    move, gather, scatter = kernels
     U, X, ends, none = np.zeros((1, 1)), np.zeros((2, 1)), np.array([0, 1], dtype=np.int64), np.zeros(0, np.int64)
     spare = np.zeros((1, 2, 1))
     move(MOVE_HALPERN, 0.0, 0.0, 0.0, U, U.copy(), U.copy())
     gather(X, ends[:1], ends[1:], U)
-    for caps in (np.ones(1), _read_only(np.ones(1))):  # (a problem's capacities are read-only)
-        project(U, U.copy(), caps, 1.0, 1, np.zeros(0, np.uint8))
     scatter(U, U.copy(), ends[:1], ends[1:], none, np.zeros(0, np.uint8), X.copy(), spare, False)
     fixed = _read_only(ends.copy())  # the read-only ends of Graph.end_columns are another numba type
     gather(X, fixed[:1], fixed[1:], U)
@@ -566,7 +527,8 @@ def _load(parallel: bool = False):
 
 @cache
 def _load_fused(parallel: bool = False):
-    """:func:`edge_fused_step` compiled (``parallel``: the threaded build), its specializations loaded now."""
+    """:func:`edge_fused_step` compiled (``parallel``: the threaded build), its specializations loaded now
+    (edge ends and capacities writable or read-only, as a problem's are)."""
     (kernel,) = njit(edge_fused_step, purpose="the fast core's edge kernels", parallel=parallel)
     U, X, none = np.zeros((1, 1)), np.zeros((2, 1)), np.zeros(0, np.uint8)
     for ends in (np.array([0, 1], dtype=np.int64), _read_only(np.array([0, 1], dtype=np.int64))):

@@ -366,9 +366,7 @@ def _solve(problem, tol, max_iter, time_limit, warm_start, callback, *options) -
     # (the ordering, also one that did not pay, is setup: 4.5 s of RCM at 10^7 SBM edges)
     spent = time.perf_counter() - t_start
     left = None if time_limit is None else max(float(time_limit) - spent, 0.0)
-    # graphs relabelled for locality read their node rows from the caches: one fused edge sweep
-    fused = relabel is not None and relabel.kind == "reverse_cuthill_mckee"
-    result = _iterate(inner_problem, tol, max_iter, left, warm, inner_callback, *options, fused_sweep=fused)
+    result = _iterate(inner_problem, tol, max_iter, left, warm, inner_callback, *options)
     if relabel is not None:
         result.W = relabel.nodes_out(result.W)
         result.U = relabel.flows_out(result.U)
@@ -381,14 +379,14 @@ def _solve(problem, tol, max_iter, time_limit, warm_start, callback, *options) -
 
 
 def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, eta, reflection, primal_weight,
-             adaptive_weight, check_every, restart_check, *, fused_sweep: bool = False) -> GTVResult:
+             adaptive_weight, check_every, restart_check) -> GTVResult:
     t_start = time.perf_counter()
 
     # ---- setup
     graph, loss, penalty = problem.graph, problem.loss, problem.penalty
     caps = np.ascontiguousarray(problem.capacities)
     # the dual half-step; D has +1 at edges[:, 0] and -1 at edges[:, 1]
-    sweep = EdgeSweep(*graph.end_columns, penalty, caps, problem.n, problem.d, fused=fused_sweep)  # (no copies of the ends)
+    sweep = EdgeSweep(*graph.end_columns, penalty, caps, problem.n, problem.d)  # (no copies of the ends)
     nodes = NodeSweeps(problem.n, problem.d)  # the node-side updates around the loss's prox
     inv_deg = 1.0 / np.maximum(graph.degree, 1).astype(float)
     W, U = _warm_start_arrays(problem, warm_start)
