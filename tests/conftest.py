@@ -51,10 +51,10 @@ def core_iterate(monkeypatch):
     with a tolerance it cannot reach."""
     def run(problem, max_iter):
         seen = []
-        real = g.solvers.gtv.certify_pair
+        real = g.solvers.gtv.certify_iterate
         with monkeypatch.context() as patch:
-            patch.setattr(g.solvers.gtv, "certify_pair",
-                          lambda p, W, U, **kw: seen.append((W, U)) or real(p, W, U, **kw))
+            patch.setattr(g.solvers.gtv, "certify_iterate",
+                          lambda p, W, U, *args, **kw: seen.append((W, U)) or real(p, W, U, *args, **kw))
             g.solve(problem, tol=1e-15, max_iter=max_iter, method="halpern")
         return seen[-1]
 

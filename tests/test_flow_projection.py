@@ -233,3 +233,56 @@ def test_an_adopted_flow_is_never_overwritten():
     assert third is first and third is not second
     projector.adopt(np.zeros(3), spare=second)  # not a kept buffer: nothing changes
     assert projector(rng.normal(size=(problem.n_edges, problem.d))).U is first
+
+
+def test_the_iterates_certificate_reads_its_flow_in_place(core_iterate):
+    """``certify_iterate`` (the core's certificate of its own iterate) gives certify_pair's numbers
+    without copying the flow where nothing needs correcting (full-rank nodes), leaves the flow as
+    it was, and goes through certify_pair where a row is outside its ball or nodes are constrained."""
+    from conftest import make_problem
+
+    from gtvcvx.solvers._edge_kernels import divergence
+
+    full = make_problem("squared_error", "norm2", seed=4, sizes=(10, 9), d=3, m=6, lam=0.4, rho=1.0)
+    deficient = make_problem("squared_error", "norm2", seed=4, sizes=(10, 9), d=3, m=1, lam=0.4)
+    for problem, in_place in ((full, True), (deficient, False)):
+        W, U = (a.copy() for a in core_iterate(problem, 30))
+        before = U.copy()
+        reference = certify_pair(problem, W, U)
+        cert = certificate.certify_iterate(problem, W, U, divergence(problem.graph, U),
+                                           certificate.FlowProjector(problem, keep_buffers=True))
+        assert (cert.U is U) is in_place and np.array_equal(U, before)
+        assert np.isfinite(cert.gap) and cert.gap == pytest.approx(reference.gap, rel=1e-9, abs=1e-12)
+        assert cert.primal == reference.primal
+    # rows outside their balls (not what the sweep gives): projected like any caller's flow
+    W, U = (a.copy() for a in core_iterate(full, 30))
+    U *= 3.0
+    cert = certificate.certify_iterate(full, W, U, divergence(full.graph, U), certificate.FlowProjector(full))
+    assert cert.U is not U and cert.gap == pytest.approx(certify_pair(full, W, U).gap, rel=1e-12)
+
+
+def test_the_best_certificates_flow_outlives_the_iterations_after_it(monkeypatch):
+    """The core certifies its iterate's flow in place and copies it only when the loop goes on:
+    where the first certificate stays the best (later ones made to look worse), the returned flow
+    is the one that certificate measured, not what later sweeps wrote into the iterate."""
+    import dataclasses
+
+    from conftest import make_problem
+
+    import gtvcvx.solvers.gtv as core
+
+    problem = make_problem("squared_error", "norm2", seed=5, sizes=(12, 11), d=3, m=6, lam=0.3, rho=1.0)
+    real = core.certify_iterate
+    calls = []
+
+    def later_look_worse(p, W, U, *args, **kwargs):
+        cert = real(p, W, U, *args, **kwargs)
+        calls.append(cert.U is U)
+        return cert if len(calls) == 1 else dataclasses.replace(cert, rel_gap=1.0)
+
+    monkeypatch.setattr(core, "certify_iterate", later_look_worse)
+    result = g.solve(problem, tol=1e-12, max_iter=60, check_every=20, method="halpern")
+    assert calls == [True, True, True] and result.history.iteration.tolist() == [20, 40, 60]
+    again = certify_pair(problem, result.W, result.U)
+    assert result.rel_gap == result.history.rel_gap.iloc[0] == pytest.approx(again.rel_gap, rel=1e-9)
+    assert result.primal == again.primal

@@ -30,7 +30,7 @@ from ._pdhg_common import (NONFINITE_CHECKS, PREDICT_FIRST_CHECK, PREDICT_FROM_E
 from ._pdhg_common import IterationInfo, initial_primal_weight, uniqueness_note, warm_start_parts
 from ._pdhg_common import step_norm_estimate as _step_norm_estimate
 from ._reorder import edge_block_order, locality_order
-from .certificate import Certificate, FlowProjector, certify_pair, stationarity
+from .certificate import Certificate, FlowProjector, certify_iterate, certify_pair, stationarity
 from .chain import chain_plan, solve_chain
 from .tree import solve_tree, tree_plan
 from .distributed import solve_distributed
@@ -398,11 +398,24 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
     # warm-started (work accumulates across check-points), its |E| x d arrays kept across them
     projector = FlowProjector(problem, max_iter=200, keep_buffers=True)
 
+    best_flow = None  # the best certificate's flow where it was the iterate's own (certify_iterate)
+
     def kept(cert: Certificate) -> Certificate:
-        """The new best certificate, its flow taken out of the projector's pass buffers without a
-        copy: the previous best's flow takes its buffer's place (0.1-0.4 s a copy at 6.7e6 x 7)."""
-        projector.adopt(cert.U, None if best is None else best[2].U)
+        """The new best certificate. A flow in the projector's pass buffers is taken out of them
+        without a copy (the previous best's flow takes its buffer's place: 0.1-0.4 s a copy at
+        6.7e6 x 7); the iterate's own flow is copied only if the loop goes on (`keep_best`)."""
+        if cert.U is not Up:
+            spare = None if best is None or best[2].U is best_flow else best[2].U
+            projector.adopt(cert.U, spare)
         return cert
+
+    def keep_best():
+        """Copy the best certificate's flow out of the iterate before the next sweep overwrites it."""
+        nonlocal best, best_flow
+        if best is not None and best[2].U is Up:
+            best_flow = np.empty_like(Up) if best_flow is None else best_flow
+            np.copyto(best_flow, Up)
+            best = (best[0], best[1], dataclasses.replace(best[2], U=best_flow))
     check_min, check_fraction = _CHECK_SPACING["cheap" if projector.operator is None else "projection"]
     DtU = divergence(graph, U)  # (the compiled scatter on large graphs: no sparse D built)
     W0, U0, DtU0 = W.copy(), U.copy(), DtU.copy()
@@ -490,7 +503,8 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
             due = False  # the certificate would not fit in the time budget: keep the best so far
         if due:
             c0 = time.perf_counter()
-            cert = certify_pair(problem, Wp, Up, projector=projector, deadline=deadline, tol=tol)
+            # (the flow read in place where the projector has nothing to correct: no copy)
+            cert = certify_iterate(problem, Wp, Up, DtUp, projector, deadline=deadline, tol=tol)
             this_cert = time.perf_counter() - c0
             last_cert = this_cert
             cert_time += this_cert
@@ -532,10 +546,11 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
             call = callback is not None and (not hasattr(callback, "wants") or callback.wants(cert))
             shown = cert
             if call and not getattr(callback, "copies_arrays", False):
-                shown = dataclasses.replace(cert, U=cert.U.copy())  # (the flow is the projector's buffer)
+                shown = dataclasses.replace(cert, U=cert.U.copy())  # (the projector's buffer or the iterate)
             if call and callback(IterationInfo(iteration, elapsed, Wp.copy(), shown.U, shown, omega, restarts)):
                 status, message = Status.MAX_ITER, "stopped by callback"
                 break
+            keep_best()
             # otherwise geometrically spaced (about log(iterations) certificates in all), or where
             # the gaps predict tol; the schedule depends on iteration counts and gaps only, so
             # runs are reproducible
