@@ -27,7 +27,8 @@ import numpy as np
 
 from . import _jit
 
-__all__ = ["two_sum", "two_product", "residuals_dot2", "rowwise_dot2", "gathered_residuals_dot2", "dot2_rows"]
+__all__ = ["two_sum", "two_product", "residuals_dot2", "rowwise_dot2", "gathered_residuals_dot2", "dot2_rows",
+           "node_residual_sums_dot2"]
 
 prange = range  # numba.prange once compiled (gtvcvx._jit.njit)
 
@@ -207,6 +208,71 @@ def dot2_rows(out, X, W, rows):
             carry += (total - (s - bb)) + (p - bb)
             total = s
         out[k] = total + carry
+
+
+def node_residual_sums(y, X, W, offsets, values, sums):
+    """Per node ``i`` (samples ``offsets[i]:offsets[i + 1]``): ``values_i = sum_k r_k^2`` and
+    ``sums_i = sum_k r_k x_k`` with ``r_k = y_k - <x_k, w_i>`` in doubled precision, the same
+    operations in the same order as :func:`dot2_rows` (on ``-W``), then the sums in sample order
+    (as a segment-sum product and ``node_weighted_sums``); nodes split over the threads."""
+    n, d = W.shape
+    for i in prange(n):
+        for j in range(d):
+            sums[i, j] = 0.0
+        value = 0.0
+        for k in range(offsets[i], offsets[i + 1]):
+            total = y[k]
+            carry = 0.0
+            for j in range(d):
+                a = X[k, j]
+                b = -W[i, j]
+                p = a * b
+                c = 134217729.0 * a  # _SPLITTER
+                a_hi = c - (c - a)
+                a_lo = a - a_hi
+                c = 134217729.0 * b
+                b_hi = c - (c - b)
+                b_lo = b - b_hi
+                carry += a_lo * b_lo - (((p - a_hi * b_hi) - a_lo * b_hi) - a_hi * b_lo)
+                s = total + p
+                bb = s - total
+                carry += (total - (s - bb)) + (p - bb)
+                total = s
+            r = total + carry
+            value += r * r
+            for j in range(d):
+                sums[i, j] += X[k, j] * r
+        values[i] = value
+
+
+def node_residual_sums_dot2(y, X, W, offsets, x_max: float):
+    """``(sum_k r_k^2, sum_k r_k x_k)`` per node (shapes (n,), (n, d)) for the residuals
+    ``r_k = y_k - <x_k, w_i>`` of samples stored node after node (node ``i``'s at
+    ``offsets[i]:offsets[i + 1]``), in one compiled pass over the samples; ``x_max = max |X|``.
+    None where the operands need :func:`gathered_residuals_dot2`'s exponent scaling (the caller
+    then goes through it).
+
+    The same numbers as :func:`gathered_residuals_dot2` followed by the two sums, without its
+    per-sample array and the second and third pass over ``X`` (measured at 2e7 samples x 10, a
+    loss's values and gradients at one point: 0.82-0.89 -> 0.50-0.53 s, bit-identical).
+    """
+    W = np.ascontiguousarray(W, dtype=np.float64)
+    w_max = abs_max(W)
+    if _overflow_shift(float(x_max), w_max, y, X.shape[1]) is not None or max(x_max, w_max) > _SPLIT_LIMIT:
+        return None
+    values, sums = np.empty(W.shape[0]), np.empty(W.shape)
+    _load_node_sums(_jit.parallel_threads() > 1)(y, X, W, offsets, values, sums)
+    return values, sums
+
+
+@cache
+def _load_node_sums(parallel: bool):
+    """:func:`node_residual_sums` compiled (``parallel``: the threaded build), for a loss's read-only samples."""
+    (kernel,) = _jit.njit(node_residual_sums, purpose="the doubled-precision residuals", parallel=parallel)
+    fixed = _jit.read_only(np.zeros((1, 1)))
+    kernel(_jit.read_only(np.zeros(1)), fixed, np.zeros((1, 1)), _jit.read_only(np.array([0, 1], np.int64)),
+           np.zeros(1), np.zeros((1, 1)))
+    return kernel
 
 
 @cache

@@ -76,3 +76,56 @@ def test_a_design_loss_keeps_its_samples_read_only():
     loss = g.SquaredError([np.ones((2, 3)), np.zeros((1, 3))], [np.ones(2), np.zeros(1)])
     assert not loss.X_all.flags.writeable and not loss.y_all.flags.writeable
     assert loss._sample_abs_max == 1.0
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_node_sums_are_the_per_sample_path_in_one_pass(monkeypatch, threads):
+    """``node_residual_sums_dot2`` (a certificate's loss values and gradients in one pass over the
+    samples) gives bit for bit the per-sample residuals' squared sums and weighted sums, nodes
+    without samples included; operands that need the exponent shift are left to the per-sample path."""
+    from gtvcvx._accurate import node_residual_sums_dot2
+
+    monkeypatch.setattr(jit, "parallel_threads", lambda: threads)
+    rng = np.random.default_rng(5)
+    n, d = 40, 5
+    counts = rng.integers(0, 6, size=n)
+    counts[[0, 7, 39]] = 0
+    M = int(counts.sum())
+    rows = np.repeat(np.arange(n), counts)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    X = rng.normal(size=(M, d)) * 10.0 ** rng.integers(-3, 4, size=(M, 1))
+    W = rng.normal(size=(n, d)) * 1e3
+    y = np.einsum("kd,kd->k", X, W[rows]) + rng.normal(size=M) * 1e-3
+    X.flags.writeable = y.flags.writeable = False
+    values, sums = node_residual_sums_dot2(y, X, W, jit.read_only(offsets), float(np.abs(X).max()))
+    res = gathered_residuals_dot2(y, X, W, rows)
+    expected_values, expected_sums = np.zeros(n), np.zeros((n, d))
+    for k in range(M):  # (the reference: samples in order)
+        expected_values[rows[k]] += res[k] * res[k]
+        expected_sums[rows[k]] += X[k] * res[k]
+    assert np.array_equal(values, expected_values) and np.array_equal(sums, expected_sums)
+    assert values[[0, 7, 39]].tolist() == [0.0, 0.0, 0.0]
+    assert node_residual_sums_dot2(y, X * 1e300, W, offsets, float(np.abs(X).max()) * 1e300) is None
+
+
+def test_squared_error_values_and_gradients_take_the_one_pass_path(monkeypatch):
+    """A large squared-error loss computes values and gradients by the one-pass node sums (one
+    computation for both at the same point) and gets what the per-sample path gets."""
+    import gtvcvx as g
+
+    rng = np.random.default_rng(6)
+    n, d = 30, 4
+    Xs = [rng.normal(size=(int(m), d)) for m in rng.integers(0, 7, size=n)]
+    ys = [x @ rng.normal(size=d) + 1e6 for x in Xs]
+    loss = g.SquaredError(Xs, ys, d=d)
+    W = rng.normal(size=(n, d))
+    calls = []
+    real = g.losses._core.node_residual_sums_dot2
+    monkeypatch.setattr(g.losses._core, "node_residual_sums_dot2", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(jit, "MIN_ENTRIES", 0)
+    one_pass = loss.node_values(W), loss.gradient(W)
+    assert len(calls) == 1
+    monkeypatch.setattr(jit, "MIN_ENTRIES", 1 << 60)
+    per_sample = loss.node_values(W), loss.gradient(W)
+    assert np.array_equal(one_pass[0], per_sample[0])
+    np.testing.assert_allclose(one_pass[1], per_sample[1], rtol=1e-15, atol=0)

@@ -221,7 +221,8 @@ def compiled_kernels() -> dict[tuple[str, bool], object]:
         for loaded in (_edge_kernels._load(parallel), (_edge_kernels._load_fused(parallel),),
                        (_edge_kernels._load_laplacian(parallel),), _edge_kernels._load_terms(parallel),
                        _node_kernels._load(parallel), _compiled.load(parallel).values(),
-                       _penalty_kernels.load(parallel).values(), (_accurate._load_dot2(parallel),)):
+                       _penalty_kernels.load(parallel).values(),
+                       (_accurate._load_dot2(parallel), _accurate._load_node_sums(parallel))):
             for kernel in loaded:
                 kernels[kernel.py_func.__name__.split("__")[0], parallel] = kernel
     return kernels

@@ -35,7 +35,7 @@ from scipy.special import expit
 
 from dataclasses import dataclass
 
-from .._accurate import abs_max, gathered_residuals_dot2
+from .._accurate import abs_max, gathered_residuals_dot2, node_residual_sums_dot2
 from .._validation import MAX_ELEMENTS, as_float_array, as_index_array, check_memory, check_positive_int
 from ..capabilities import CapabilityError, optional, registrar
 from .. import _jit
@@ -604,6 +604,25 @@ class _DesignLoss(Loss):
         self.__dict__["_sample_memo"] = (kind, W.copy(), out)
         return out
 
+    def _node_residual_sums(self, W):
+        """``(sum_k r_k^2, sum_k r_k x_k)`` per node for the residuals ``r = y - X w`` at ``W``, in one
+        compiled pass over the samples (doubled-precision residuals,
+        :func:`gtvcvx._accurate.node_residual_sums_dot2`), or None (few samples, or operands that
+        need exponent scaling: the per-sample path). The last result is kept (keyed by the bytes
+        of ``W``): a certificate asks for values and gradients at the same point."""
+        if self.X_all.size < _jit.MIN_ENTRIES:
+            return None
+        memo = self.__dict__.get("_node_memo")
+        if memo is not None and memo[0].shape == W.shape and np.array_equal(memo[0], W):
+            return memo[1]
+        offsets = self.__dict__.get("_sample_offsets")
+        if offsets is None:  # (samples are stored node after node, see _set_data)
+            offsets = self.__dict__["_sample_offsets"] = _jit.read_only(
+                np.concatenate([[0], np.cumsum(self.counts)]).astype(np.int64))
+        sums = node_residual_sums_dot2(self.y_all, self.X_all, W, offsets, self._sample_abs_max)
+        self.__dict__["_node_memo"] = (W.copy(), sums)
+        return sums
+
     def _node_sums(self, per_sample) -> np.ndarray:
         """Sum per-sample values (M,) or rows (M, d) into their nodes."""
         return self._segment @ per_sample
@@ -717,14 +736,21 @@ class SquaredError(_DesignLoss):
 
     def node_values(self, W) -> np.ndarray:
         W = self._check_W(W)
-        res = self._sample_residuals(W)  # from the raw data, doubled precision
-        sums = self._node_sums(res * res)
+        fitted = self._node_residual_sums(W)
+        if fitted is not None:
+            sums = fitted[0]
+        else:
+            res = self._sample_residuals(W)  # from the raw data, doubled precision
+            sums = self._node_sums(res * res)
         return np.divide(sums, self.counts, out=np.zeros(self.n), where=self.counts > 0)
 
     def gradient(self, W) -> np.ndarray:
         W = self._check_W(W)
-        res = self._sample_residuals(W)
         coef = np.divide(-2.0, self.counts, out=np.zeros(self.n), where=self.counts > 0)
+        fitted = self._node_residual_sums(W)
+        if fitted is not None:
+            return coef[:, None] * fitted[1]
+        res = self._sample_residuals(W)
         if self.X_all.size >= _jit.MIN_ENTRIES:  # one pass, no (M, d) temporary
             node = np.ascontiguousarray(self.node_of_sample, dtype=np.int64)
             sums = _compiled.load()["node_weighted_sums"](self.X_all, res, node, np.empty((self.n, self.d)))
