@@ -10,7 +10,8 @@ All kernels are vectorized over rows (samples); the only Python loop runs over t
 columns of a row, never over samples, nodes or edges. From :data:`gtvcvx._jit.MIN_ENTRIES`
 sample entries :func:`gathered_residuals_dot2` runs as one compiled pass (:func:`dot2_rows`, the
 same transformations per sample; numba does not contract ``a * b + c`` into fused multiply-adds
-unless asked to, which would break them): at 2e7 samples x 10 the NumPy blocks took ~5 s per
+unless asked to, which would break TwoSum; TwoProduct's error is one explicit fused multiply-add
+there, :func:`gtvcvx._jit.product_error`): at 2e7 samples x 10 the NumPy blocks took ~5 s per
 certificate.
 
 References
@@ -26,6 +27,7 @@ from functools import cache
 import numpy as np
 
 from . import _jit
+from ._jit import product_error
 
 __all__ = ["two_sum", "two_product", "residuals_dot2", "rowwise_dot2", "gathered_residuals_dot2", "dot2_rows",
            "node_residual_sums_dot2"]
@@ -184,9 +186,10 @@ def _dot2_blocks(out, X, W, rows, huge: bool) -> None:
 
 
 def dot2_rows(out, X, W, rows):
-    """``out_k <- out_k + <X[k], W[rows[k]]>`` in doubled precision (Dot2: TwoProduct by Dekker's
-    split, TwoSum, the errors summed in a carry), sample by sample; operands within the
-    splitter's range (:func:`gathered_residuals_dot2` scales or falls back first)."""
+    """``out_k <- out_k + <X[k], W[rows[k]]>`` in doubled precision (Dot2: TwoProduct, one fused
+    multiply-add once compiled (:func:`gtvcvx._jit.product_error`), TwoSum, the errors summed in a
+    carry), sample by sample; operands within the splitter's range (:func:`gathered_residuals_dot2`
+    scales or falls back first)."""
     M, d = X.shape
     for k in prange(M):
         i = rows[k]
@@ -196,13 +199,7 @@ def dot2_rows(out, X, W, rows):
             a = X[k, j]
             b = W[i, j]
             p = a * b
-            c = 134217729.0 * a  # _SPLITTER
-            a_hi = c - (c - a)
-            a_lo = a - a_hi
-            c = 134217729.0 * b
-            b_hi = c - (c - b)
-            b_lo = b - b_hi
-            carry += a_lo * b_lo - (((p - a_hi * b_hi) - a_lo * b_hi) - a_hi * b_lo)
+            carry += product_error(a, b, p)  # (TwoProduct: one fused multiply-add once compiled)
             s = total + p
             bb = s - total
             carry += (total - (s - bb)) + (p - bb)
@@ -227,13 +224,7 @@ def node_residual_sums(y, X, W, offsets, values, sums):
                 a = X[k, j]
                 b = -W[i, j]
                 p = a * b
-                c = 134217729.0 * a  # _SPLITTER
-                a_hi = c - (c - a)
-                a_lo = a - a_hi
-                c = 134217729.0 * b
-                b_hi = c - (c - b)
-                b_lo = b - b_hi
-                carry += a_lo * b_lo - (((p - a_hi * b_hi) - a_lo * b_hi) - a_hi * b_lo)
+                carry += product_error(a, b, p)
                 s = total + p
                 bb = s - total
                 carry += (total - (s - bb)) + (p - bb)
