@@ -22,7 +22,10 @@ relabelled for locality, so it served those alone. With the prefetch, measured i
 sweep with it, scatter included: 10^7 SBM edges in cache blocks 533 -> 381 ms, 10^6 SBM edges
 47.0 -> 35.9 ms, 10^6 points in 7-D, 10-NN (6.7e6 edges, reverse Cuthill-McKee) 225 -> 140 ms
 (fused without prefetch: 159 ms), 2 * 10^5 SBM edges 8.3 -> 8.0 ms (in cache: no difference).
-Fusing the scatter too was no faster (42 vs 46 ms at 10^6 SBM edges, without prefetch).
+Fusing the scatter too was no faster (42 vs 46 ms at 10^6 SBM edges, without prefetch; with it, each
+thread scattering into its own node array: 341 vs 332 ms at 10^7 SBM edges, 150 vs 164 ms on the
+10^6-point graph), nor was prefetching in :func:`edge_laplacian`, whose vectors fit in cache
+(43 vs 32 ms at 10^7 SBM edges).
 
 Every sweep is a ``prange`` loop, built twice (:func:`gtvcvx._jit.njit`): serial, and threaded for
 the main thread of a single-process solve (:func:`gtvcvx._jit.parallel_threads`; a Dask part runs
