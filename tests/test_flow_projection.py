@@ -237,15 +237,18 @@ def test_an_adopted_flow_is_never_overwritten():
 
 def test_the_iterates_certificate_reads_its_flow_in_place(core_iterate):
     """``certify_iterate`` (the core's certificate of its own iterate) gives certify_pair's numbers
-    without copying the flow where nothing needs correcting (full-rank nodes), leaves the flow as
-    it was, and goes through certify_pair where a row is outside its ball or nodes are constrained."""
+    without copying the flow where nothing needs correcting (full-rank nodes; logistic ones, whose
+    rounding-level residual is priced the same way), leaves the flow as it was, and goes through
+    certify_pair where a row is outside its ball or nodes are constrained."""
     from conftest import make_problem
 
     from gtvcvx.solvers._edge_kernels import divergence
 
     full = make_problem("squared_error", "norm2", seed=4, sizes=(10, 9), d=3, m=6, lam=0.4, rho=1.0)
     deficient = make_problem("squared_error", "norm2", seed=4, sizes=(10, 9), d=3, m=1, lam=0.4)
-    for problem, in_place in ((full, True), (deficient, False)):
+    # (logistic nodes always leave a rounding-level residual to price: still read in place)
+    logistic = make_problem("logistic", "norm2", seed=4, sizes=(10, 9), d=3, m=8, lam=0.4, rho=1.0)
+    for problem, in_place in ((full, True), (deficient, False), (logistic, True)):
         W, U = (a.copy() for a in core_iterate(problem, 30))
         before = U.copy()
         reference = certify_pair(problem, W, U)

@@ -52,10 +52,11 @@ class FeasibleFlow:
     capacity_scale : float
         The common factor ``alpha <= 1`` applied to the edges touching constrained nodes to fit
         them into their capacity balls (other edges are projected one by one).
-    scale : float
+    scale : float or None
         Flow scale from the problem's data (the largest net flow a feasible flow can carry at a
         node, :attr:`GTVProblem.node_flow_bound`; for penalties without capacities, that of the
         flow after clipping): it sets the projection's target, never a feasibility tolerance.
+        None until a residual needs it (:meth:`FlowProjector.flow_scale`; flows certified in place).
     projection_iterations : int
         Conjugate-gradient iterations of the projection, over all rounds (0 when the losses have
         full domains).
@@ -67,7 +68,7 @@ class FeasibleFlow:
     """
 
     U: np.ndarray
-    scale: float = 0.0
+    scale: float | None = 0.0
     conservation_residual: float = 0.0
     capacity_scale: float = 1.0
     projection_iterations: int = 0
@@ -589,6 +590,12 @@ class FlowProjector:
         0.44 s at 10^7 edges, which certificates read in place never need)."""
         return self.problem.node_flow_bound
 
+    def flow_scale(self, U) -> float:
+        """:attr:`FeasibleFlow.scale` of a flow ``U`` inside the capacity balls: the largest node
+        bound of the problem where it is finite, else the flow's own scale."""
+        bound = float(self.node_bound.max(initial=0.0))
+        return bound if np.isfinite(bound) else self.problem.flow_scale(U)
+
     def _correct(self, U, B, round_: int, faces, target: float, deadline):
         """Step 1 on ``U`` (``B = A U``): ``(U - Omega T A^T Y, CG iterations, residual)`` with the
         correction restricted by ``faces`` (``Penalty.face_tangent``; None: unrestricted). In
@@ -674,8 +681,7 @@ class FlowProjector:
         U = problem.penalty.project_conjugate_domain(U, problem.capacities, out=self.buffer(("flow", slot), U.shape))
         if self.support is not None:
             U[~self.support] = 0.0  # always feasible; the residual allowance then ignores these edges
-        bound = float(self.node_bound.max(initial=0.0))
-        out = FeasibleFlow(U=U, scale=bound if np.isfinite(bound) else problem.flow_scale(U))
+        out = FeasibleFlow(U=U, scale=self.flow_scale(U))
         if problem.n_edges == 0:
             return out
         A = self.operator
@@ -843,11 +849,13 @@ def certify_iterate(problem: GTVProblem, W, U, divergence_of_U, projector: FlowP
 
     Where the projector would only project ``U`` again (no constrained nodes, so no conservation
     correction, and no negligible capacities), the certificate reads ``U`` and its divergence in
-    place: no projected copy, no projection or divergence pass. Feasibility is still checked edge
-    by edge (:func:`~gtvcvx.solvers._edge_kernels.edge_norm_terms`: a row outside its ball beyond
-    :data:`~gtvcvx.penalties.CAPACITY_RTOL` has an infinite term), and a certificate that is not
-    finite or has a residual to pay for is redone by :func:`certify_pair`. ``U`` is not modified,
-    and the returned certificate's ``U`` may be ``U`` itself (the caller copies what it keeps).
+    place: no projected copy, no projection or divergence pass; that first pass then goes through
+    what :func:`certify_pair` does after its own (an anchored or zero-flow certificate where the
+    first is not finite or its residual allowance dominates). Feasibility is still checked edge by
+    edge (:func:`~gtvcvx.solvers._edge_kernels.edge_norm_terms`: a row outside its ball beyond
+    :data:`~gtvcvx.penalties.CAPACITY_RTOL` has an infinite term), and a flow with such a row is
+    certified by :func:`certify_pair` (projected). ``U`` is not modified, and the returned
+    certificate's ``U`` may be ``U`` itself (the caller copies what it keeps).
 
     Notes
     -----
@@ -859,20 +867,24 @@ def certify_iterate(problem: GTVProblem, W, U, divergence_of_U, projector: FlowP
     if projector.operator is not None or projector.support is not None or problem.n_edges == 0:
         return certify_pair(problem, W, U, projector=projector, deadline=deadline, tol=tol)
     # (nothing below writes to U; a read-only view would be one more type for numba to compile.
-    # The flow scale prices a conservation residual, whose certificate is redone below anyway.)
-    flow = FeasibleFlow(U=U, scale=math.inf, rounds=1)
-    cert = _certificate_of(problem, W, flow, projector, negative_divergence=-divergence_of_U)
-    if not np.isfinite(cert.gap) or cert.residuals["residual_allowance"] > 0:
+    # The flow scale prices a residual (e.g. the rounding of a logistic node's dual): computed if one is.)
+    flow = FeasibleFlow(U=U, scale=None, rounds=int(problem.penalty.is_norm))
+    first = _certificate_of(problem, W, flow, projector, negative_divergence=-divergence_of_U)
+    if np.isinf(first.edge_gaps).any():  # a row outside its ball: the projected flow's certificate
         return certify_pair(problem, W, U, projector=projector, deadline=deadline, tol=tol)
+    cert = _certify(problem, W, U, projector, deadline, tol, first=first)
     projector.last_rel_gap = cert.rel_gap
     return cert
 
 
-def _certify(problem: GTVProblem, W, U, projector: FlowProjector, deadline, tol) -> Certificate:
+def _certify(problem: GTVProblem, W, U, projector: FlowProjector, deadline, tol,
+             first: Certificate | None = None) -> Certificate:
+    # (``first``: the first pass's certificate when the caller has it, certify_iterate)
     # a step of the correction along faces sweeps |E| x d arrays where the unrestricted one uses
     # the node Laplacian (Table I: ~3 vs ~0.6 ms): in a run, it starts near tol
     near = tol is None or projector.last_rel_gap <= FACES_WITHIN * tol
-    cert = _certify_flow(problem, W, U, projector, deadline, scale_tol=1.0, faces=near)
+    cert = first if first is not None else _certify_flow(problem, W, U, projector, deadline, scale_tol=1.0,
+                                                         faces=near)
     second = _second_pass(problem, W, cert, projector, tol)
     if second is not None:
         exact, scale_tol = second
@@ -1028,9 +1040,8 @@ def anchored_flow(problem: GTVProblem, W, U, projector: FlowProjector,
     flow = U0 + edge_move(lam)
     alpha = projector._common_scale(flow, coupled_only=False)[0]
     flow *= alpha
-    bound = float(projector.node_bound.max(initial=0.0))
-    return FeasibleFlow(U=flow, scale=bound if np.isfinite(bound) else problem.flow_scale(flow),
-                        capacity_scale=alpha, projection_iterations=iterations)
+    return FeasibleFlow(U=flow, scale=projector.flow_scale(flow), capacity_scale=alpha,
+                        projection_iterations=iterations)
 
 
 def _second_pass(problem: GTVProblem, W, cert: Certificate, projector: FlowProjector, tol: float | None):
@@ -1100,7 +1111,8 @@ def _certificate_of(problem: GTVProblem, W, flow: FeasibleFlow, projector: FlowP
     if node_residual.any():
         # (no capacities, e.g. a squared penalty: the flow's own scale, whose conjugate cost
         # grows quadratically, so a huge flow cannot buy a loose residual)
-        node_scale = np.where(np.isfinite(projector.node_bound), projector.node_bound, flow.scale)
+        scale = projector.flow_scale(Uf) if flow.scale is None else flow.scale
+        node_scale = np.where(np.isfinite(projector.node_bound), projector.node_bound, scale)
         bound = projector.allowance(W, V, node_residual, primal, node_scale)
         estimated = not projector.allowance.last_exact
     return certificate_from_terms(problem, primal, node_gaps, edge_gaps, flow, bound=bound, cross=cross,
