@@ -496,7 +496,7 @@ class _DesignLoss(Loss):
         self.y_sq = np.zeros(n)
         # the certificates' accurate factors (see _equilibrated), from the SVD that decides the rank
         inv_col, Vs, ss = np.ones((n, d)), np.zeros((n, d, r)), np.zeros((n, r))
-        offsets = np.concatenate([[0], np.cumsum(self.counts)])
+        offsets = self._sample_offsets
         graded = []
         for m, nodes in _node_blocks(self.counts, d):  # setup only: two batched SVDs per block
             rows = offsets[nodes][:, None] + np.arange(m)[None, :]
@@ -596,11 +596,15 @@ class _DesignLoss(Loss):
         return abs_max(self.X_all)
 
     def _memo_samples(self, kind, W, compute):
+        """``compute()`` (an array, a tuple of arrays or None), or its kept result for the last
+        ``(kind, W)`` asked (one slot; the kept arrays read-only)."""
         memo = self.__dict__.get("_sample_memo")
         if memo is not None and memo[0] == kind and memo[1].shape == W.shape and np.array_equal(memo[1], W):
             return memo[2]
         out = compute()
-        out.flags.writeable = False
+        for array in out if isinstance(out, tuple) else (out,):
+            if array is not None:
+                array.flags.writeable = False
         self.__dict__["_sample_memo"] = (kind, W.copy(), out)
         return out
 
@@ -612,16 +616,14 @@ class _DesignLoss(Loss):
         of ``W``): a certificate asks for values and gradients at the same point."""
         if self.X_all.size < _jit.MIN_ENTRIES:
             return None
-        memo = self.__dict__.get("_node_memo")
-        if memo is not None and memo[0].shape == W.shape and np.array_equal(memo[0], W):
-            return memo[1]
-        offsets = self.__dict__.get("_sample_offsets")
-        if offsets is None:  # (samples are stored node after node, see _set_data)
-            offsets = self.__dict__["_sample_offsets"] = _jit.read_only(
-                np.concatenate([[0], np.cumsum(self.counts)]).astype(np.int64))
-        sums = node_residual_sums_dot2(self.y_all, self.X_all, W, offsets, self._sample_abs_max)
-        self.__dict__["_node_memo"] = (W.copy(), sums)
-        return sums
+        return self._memo_samples("node_residual_sums", W, lambda: node_residual_sums_dot2(
+            self.y_all, self.X_all, W, self._sample_offsets, self._sample_abs_max))
+
+    @cached_property
+    def _sample_offsets(self) -> np.ndarray:
+        """Where every node's samples start in the stacked arrays, and their end (samples are
+        stored node after node, see :meth:`_set_data`); read-only."""
+        return _jit.read_only(np.concatenate([[0], np.cumsum(self.counts)]).astype(np.int64))
 
     def _node_sums(self, per_sample) -> np.ndarray:
         """Sum per-sample values (M,) or rows (M, d) into their nodes."""
@@ -687,8 +689,7 @@ class _DesignLoss(Loss):
     @cached_property
     def _sample_position(self) -> np.ndarray:
         """Index of every sample within its node (its column in the padded arrays)."""
-        offsets = np.concatenate([[0], np.cumsum(self.counts)])
-        return np.arange(self.node_of_sample.size) - offsets[self.node_of_sample]
+        return np.arange(self.node_of_sample.size) - self._sample_offsets[self.node_of_sample]
 
     def _rows(self, idx):
         """The padded sample arrays of the nodes ``idx`` (all nodes, without copying, for None)."""
