@@ -134,6 +134,13 @@ class NodeOrder:
                                    U=self.flows_out(certificate.U))
 
 
+def _column_major_edges(m: int) -> np.ndarray:
+    """An empty ``(m, 2)`` int64 edge array stored column by column: the reordered graph's
+    :attr:`~gtvcvx.graph.Graph.end_columns`, which the compiled sweeps read, are then views of it
+    rather than copies (0.15 GiB at 10^7 edges)."""
+    return np.empty((2, m), dtype=np.int64).T
+
+
 def _span(edges: np.ndarray) -> float:
     return float(np.abs(edges[:, 1] - edges[:, 0]).mean())
 
@@ -176,7 +183,7 @@ def locality_order(problem: GTVProblem, force: bool = False) -> NodeOrder | None
     # the keys are distinct (no duplicate edges), so any sort gives this order
     edge_order = np.argsort(low * n + high)
     sign = np.where((head < tail)[edge_order], 1.0, -1.0)[:, None]
-    relabelled = np.empty((m, 2), dtype=np.int64)
+    relabelled = _column_major_edges(m)
     np.take(low, edge_order, out=relabelled[:, 0])
     np.take(high, edge_order, out=relabelled[:, 1])
     # the trusted constructor: a permutation of a valid graph's edges is a valid graph
@@ -215,7 +222,10 @@ def edge_block_order(problem: GTVProblem, force: bool = False, block: int | None
         return None  # already in this order
     edge_order = np.argsort(key, kind="stable")
     del key
-    new_graph = Graph(n, np.ascontiguousarray(graph.edges[edge_order]), graph.weights[edge_order])
+    reordered = _column_major_edges(m)
+    for k in (0, 1):
+        np.take(graph.edges[:, k], edge_order, out=reordered[:, k])
+    new_graph = Graph(n, reordered, graph.weights[edge_order])
     identity = np.arange(n)
     return NodeOrder(GTVProblem(new_graph, problem.loss, problem.penalty, problem.lam), identity, identity,
                      edge_order, None, kind="edge_blocks")
