@@ -410,11 +410,12 @@ def test_compiled_edge_terms_match_the_penalty(monkeypatch, threads, name):
     np.testing.assert_allclose(difference_norms(problem.graph, W), np.linalg.norm(Z, axis=1), rtol=1e-14)
 
 
-@pytest.mark.parametrize("relabel", [False, True])
-def test_warm_up_loads_every_specialization_a_compiled_solve_uses(monkeypatch, relabel):
+@pytest.mark.parametrize("relabel, large", [(False, False), (True, False), (False, True), (True, True)])
+def test_warm_up_loads_every_specialization_a_compiled_solve_uses(monkeypatch, relabel, large):
     """After ``warm_compiled_kernels`` a solve on the compiled path compiles nothing: every argument
-    type it passes (read-only capacities, samples, edge ends) was warmed. A missed one is compiled
-    inside the first timed solve (4 s at 10^7 edges: read-only capacities in the edge projection)."""
+    type it passes (read-only capacities, samples, edge ends; a large solve's single-precision flow
+    anchor) was warmed. A missed one is compiled inside the first timed solve (4 s at 10^7 edges:
+    read-only capacities in the edge projection)."""
     import gtvcvx.solvers.gtv as core
     from gtvcvx.bench.harness import compiled_kernels, warm_compiled_kernels
     from gtvcvx.clustering import clustering_problem
@@ -423,6 +424,8 @@ def test_warm_up_loads_every_specialization_a_compiled_solve_uses(monkeypatch, r
     warm_compiled_kernels()
     before = {key: set(kernel.signatures) for key, kernel in compiled_kernels().items()}
     monkeypatch.setattr(jit, "MIN_ENTRIES", 0)
+    if large:
+        monkeypatch.setattr(core, "LARGE_FLOW_ENTRIES", 0)
     if relabel:  # the fused sweep of graphs relabelled by reverse Cuthill-McKee
         monkeypatch.setattr(core, "locality_order", lambda problem: _reorder.locality_order(problem, force=True))
     rng = np.random.default_rng(0)

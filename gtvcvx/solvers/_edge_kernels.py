@@ -531,12 +531,14 @@ def _load(parallel: bool = False):
 @cache
 def _load_fused(parallel: bool = False):
     """:func:`edge_fused_step` compiled (``parallel``: the threaded build), its specializations loaded now
-    (edge ends and capacities writable or read-only, as a problem's are)."""
+    (edge ends and capacities writable or read-only, as a problem's are; the anchor ``U0`` in double
+    precision, or in single precision as large solves keep it, :data:`gtvcvx.solvers.gtv.LARGE_FLOW_ENTRIES`)."""
     (kernel,) = njit(edge_fused_step, purpose="the fast core's edge kernels", parallel=parallel)
     U, X, none = np.zeros((1, 1)), np.zeros((2, 1)), np.zeros(0, np.uint8)
     for ends in (np.array([0, 1], dtype=np.int64), _read_only(np.array([0, 1], dtype=np.int64))):
         for caps in (np.ones(1), _read_only(np.ones(1))):
-            kernel(MOVE_HALPERN, 0.0, 0.0, 0.0, U, U.copy(), U.copy(), X, ends[:1], ends[1:], caps, 1.0, 1, none)
+            for anchor in (U.copy(), U.astype(np.float32)):
+                kernel(MOVE_HALPERN, 0.0, 0.0, 0.0, U, U.copy(), anchor, X, ends[:1], ends[1:], caps, 1.0, 1, none)
     return kernel
 
 

@@ -151,4 +151,5 @@ def _load(parallel: bool = False):
     step(X, X, t, X.copy())
     extrapolate(X, X, 1.0, X.copy())
     residual(X, X, t, X, X)
+    residual(X, X.astype(np.float32), t, X, X)  # (squared_distance to a single-precision flow anchor)
     return kernels

@@ -2,8 +2,8 @@
 
 Everything is batched over the ``n x d`` local models and the ``|E| x d`` flows; no Python loop
 runs over nodes or edges. The dual half-step (Halpern move of the flows, extrapolated step,
-projection, divergence, residual) is four compiled sweeps over the edges (move, gather, project,
-scatter-add; :mod:`gtvcvx.solvers._edge_kernels`, numba) on problems with at least
+projection, divergence, residual) is two compiled sweeps over the edges (the fused move-step-project
+and the scatter-add; :mod:`gtvcvx.solvers._edge_kernels`, numba) on problems with at least
 ``gtvcvx._jit.MIN_ENTRIES`` flow entries, and the same operations in NumPy/SciPy below.
 """
 
@@ -45,6 +45,14 @@ __all__ = ["solve", "IterationInfo", "METHODS"]
 #: apply, then ``"interior"`` on small problems, else ``"halpern"``).
 METHODS = ("auto", "halpern", "pdhg", "chain", "tree", "quadratic", "interior")
 
+
+#: From this many flow entries (``|E| d``; 512 MiB a flow array in double precision) a solve keeps
+#: its Halpern anchor of the flows in single precision and does not copy the best certificate's
+#: flow out of the iterate (see :func:`_iterate`): at 10^7 edges, d = 10, 1.1 of the 5.0 GiB the
+#: solve added to the instance.
+LARGE_FLOW_ENTRIES = 1 << 26
+#: Capacities up to which a single-precision anchor holds the flows (float32 overflows at 3.4e38).
+_SINGLE_ANCHOR_MAX_CAPACITY = 1e30
 
 #: Try the active-set polish (:mod:`gtvcvx.solvers.polish`) at check-points whose certified
 #: relative gap is below this (and above ``tol``).
@@ -382,6 +390,22 @@ def _solve(problem, tol, max_iter, time_limit, warm_start, callback, *options) -
 
 def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, eta, reflection, primal_weight,
              adaptive_weight, check_every, restart_check) -> GTVResult:
+    """The PDHG / Halpern loop of :func:`solve` with its certificate check-points.
+
+    On problems with at least :data:`LARGE_FLOW_ENTRIES` flow entries (and flows bounded by their
+    capacity balls) two ``|E| x d`` arrays are saved:
+
+    * the Halpern anchor ``U0`` is stored in single precision: the anchor of an epoch is then
+      ``U+`` rounded to float32 at the restart, an anchor like any other (Halpern's iteration
+      converges to a fixed point from any anchor). The anchor's divergence ``D^T U0`` is kept from
+      ``U+`` in double precision, so the iterate's divergence differs from ``D^T U`` by ``b_k``
+      times that rounding, which vanishes along the epoch (``b_k = 1/(k+1)``); certificates read
+      ``U+`` and its own divergence, never the anchor;
+    * the best certificate's flow, when it is the iterate's own (certified in place), is not
+      copied before the next sweep overwrites it. A run that ends on such a certificate without
+      reaching ``tol`` (time or iteration limit, callback) certifies again: the last iterate, and
+      the best certificate's ``W`` with the last flow, the better of the two returned.
+    """
     t_start = time.perf_counter()
 
     # ---- setup
@@ -402,6 +426,8 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
     projector = FlowProjector(problem, max_iter=200, keep_buffers=True)
 
     best_flow = None  # the best certificate's flow where it was the iterate's own (certify_iterate)
+    large = (problem.n_edges * problem.d >= LARGE_FLOW_ENTRIES and sweep.compiled and penalty.is_norm
+             and bool(np.all(caps <= _SINGLE_ANCHOR_MAX_CAPACITY)))
 
     def kept(cert: Certificate) -> Certificate:
         """The new best certificate. A flow in the projector's pass buffers is taken out of them
@@ -416,13 +442,16 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
         """Copy the best certificate's flow out of the iterate before the next sweep overwrites it."""
         nonlocal best, best_flow
         if best is not None and best[2].U is Up:
+            if large:  # not copied (see the docstring): the flow is re-derived if the run ends on it
+                best = (best[0], best[1], dataclasses.replace(best[2], U=None))
+                return
             best_flow = np.empty_like(Up) if best_flow is None else best_flow
             np.copyto(best_flow, Up)
             best = (best[0], best[1], dataclasses.replace(best[2], U=best_flow))
     check_min, check_fraction = _CHECK_SPACING["cheap" if projector.operator is None else "projection"]
     # (the compiled scatter on large graphs: no sparse D built)
     DtU = divergence(graph, U) if flow_given else np.zeros((problem.n, problem.d))
-    W0, U0, DtU0 = W.copy(), U.copy(), DtU.copy()
+    W0, U0, DtU0 = W.copy(), U.astype(np.float32 if large else float), DtU.copy()
     Up = np.empty_like(U)  # the dual step U+ = prox(U + sigma D (2 W+ - W))
     DtUp = np.empty_like(DtU)
     # the Halpern or restart move of U is done by the next iteration's dual half-step
@@ -474,6 +503,7 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
             Wp = Wp.copy()
         a, b, rho = move_weights
         edge_residual = sweep(move, U, Up, U0, nodes.extrapolate(Wp, W, sigma), sigma, DtUp, a, b, rho)
+        last = (Wp, Up, DtUp)  # T(z): no sweep after the last one writes these arrays again
 
         # ---- fixed-point residual ||z - T(z)||_P: restart test, and certificate trigger
         restart = False
@@ -601,9 +631,13 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
             U, Up = Up, U
             move = MOVE_NONE
 
+    recertified = False
     if best is None:
         cert = certify_pair(problem, Wp, Up, projector=projector, deadline=deadline)
         best = (cert.rel_gap, Wp.copy(), cert)
+    elif best[2].U is None:  # a large problem's best flow was not kept
+        U = U0 = Up = None  # (the iterate's other flow arrays, released first: `last` holds T(z))
+        best, recertified = _recertify(problem, best[1], last, projector, tol), True
     solve_time = time.perf_counter() - t_solve  # everything, the last certificate included
     _, W_best, cert = best
     if status == Status.MAX_ITER and message.startswith("reached max_iter") and cert.resolution > tol:
@@ -623,8 +657,19 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
                      info={"method": method, "restarts": restarts, "omega": omega, "step_norm": knorm,
                            "polishes": polishes, "polished_at": polished_at,
                            "step_fallbacks": step_fallbacks,
-                           "certificate_time": cert_time, "node_gaps": cert.node_gaps,
+                           "certificate_time": cert_time, "recertified": recertified, "node_gaps": cert.node_gaps,
                            "edge_gaps": cert.edge_gaps})
+
+
+def _recertify(problem, W_best, last, projector, tol):
+    """``(rel_gap, W, certificate)``: the better of the last iterate's certificate and that of
+    ``W_best`` with the last flow (``last = (W+, U+, D^T U+)`` of the final sweep); see
+    :func:`_iterate`. Both are certified from scratch."""
+    W_last, U_last, DtU_last = last
+    first = certify_iterate(problem, W_last, U_last, DtU_last, projector, deadline=None, tol=tol)
+    projector.adopt(first.U)  # (a projected copy in the projector's buffers: out of the next pass's way)
+    second = certify_pair(problem, W_best, U_last, projector=projector, deadline=None, tol=tol)
+    return min([(first.rel_gap, W_last, first), (second.rel_gap, W_best, second)], key=lambda option: option[0])
 
 
 def _report_once(result: GTVResult, callback) -> GTVResult:
