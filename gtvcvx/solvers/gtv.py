@@ -187,7 +187,11 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
         ``iterations``, ``setup_time``, ``solve_time``, ``residuals`` and ``history``. Status
         ``solver_error`` (with the reason in ``message``) where the iterates became non-finite or
         ``P(W)`` overflowed float64 at :data:`~gtvcvx.solvers._pdhg_common.NONFINITE_CHECKS`
-        check-points in a row (data of magnitude near 1e154 and above: rescale it).
+        check-points in a row (data of magnitude near 1e154 and above: rescale it). A run that
+        stops short of ``tol`` returns its best certificate; from
+        :data:`LARGE_FLOW_ENTRIES` flow entries, where that certificate's flow is not kept, the
+        better of the last iterate's and the best ``W``'s with the last flow, certified again
+        (``info["recertified"]``).
 
     Notes
     -----
