@@ -322,3 +322,79 @@ def test_ssnal_newton_direction_solves_the_generalized_newton_system(monkeypatch
 
     monkeypatch.setattr(scipy.linalg, "cholesky", failing)
     np.testing.assert_allclose(rs._newton_direction(sc, U, W, x, g, sigma, tau), expected, rtol=1e-8)
+
+
+def _full_dphi(t, sc, v, x, lam_minus_k, d, Bd, sigma, tau, tdelta):
+    """``phi'(t)`` of SSNAL's line search summed over every atom and sample (the reference)."""
+    s, ub = sc.s, sc.ub
+    vv = v + t * Bd
+    a = np.abs(vv)
+    clip = (a > s) & (a <= s * (1.0 + tdelta))
+    shrink = a > s * (1.0 + tdelta)
+    zz = sigma * np.where(clip, vv - np.sign(vv) * s, np.where(shrink, vv * tdelta / (1.0 + tdelta), 0.0))
+    xx = x + t * d
+    mm = sigma * (xx - np.clip(xx, 0.0, ub))
+    return -sc.c @ d + Bd @ zz + d @ mm + (lam_minus_k @ d + t * (d @ d)) / tau
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_ssnal_line_search_finds_the_root_over_every_atom(seed):
+    """The exact line search evaluates ``phi'`` only over the atoms that can leave the identity zone
+    of the prox in the searched range: its step is still the root of ``phi'`` summed over every
+    atom (a one-sided check at ``t (1 -/+ 1e-9)``)."""
+    from gtvcvx.rkhs import solver as rs
+
+    rng = np.random.default_rng(seed)
+    M, N = 400, 60
+    sigma, tau = 5.0, 0.3
+    sc = SimpleNamespace(s=1.0, ub=0.8, c=np.full(N, 0.9))
+    tdelta = rng.uniform(0.01, 2.0, M)
+    v = rng.uniform(-1.5, 1.5, M)
+    v[: M // 2] *= 0.3  # many atoms deep in the identity zone
+    Bd = rng.normal(size=M) * rng.choice([1e-3, 0.05, 0.5], size=M)
+    x, d, lam_minus_k = rng.uniform(-0.3, 1.0, N), rng.normal(size=N) * 0.2, rng.normal(size=N) * 0.1
+    args = (sc, v, x, lam_minus_k, d, Bd, sigma, tau, tdelta)
+    if _full_dphi(0.0, *args) > 0:  # a descent direction (phi'(0) is linear in the pair (d, Bd))
+        d, Bd = -d, -Bd
+        args = (sc, v, x, lam_minus_k, d, Bd, sigma, tau, tdelta)
+    gd = _full_dphi(0.0, *args)
+    t = rs._line_search(sc, v, x, lam_minus_k, d, Bd, gd, sigma, tau, tdelta)
+    assert t > 0
+    assert _full_dphi(t * (1.0 - 1e-9), *args) <= 1e-9 * abs(gd) <= _full_dphi(t * (1.0 + 1e-9), *args) + 2e-9 * abs(gd)
+
+
+def test_ssnal_line_search_counts_the_atoms_that_enter_past_t_1():
+    """Atoms inside the identity zone that cross its edge at t_j in (0.5, 3) and a root past t = 2:
+    the search widens its set of atoms past t = 1 and finds the root of
+    ``phi'(t) = -c.d + sigma b^2 sum_j (t - t_j)_+`` (``b = |Bd_j|``)."""
+    from scipy.optimize import brentq
+
+    from gtvcvx.rkhs import solver as rs
+
+    rng = np.random.default_rng(1)
+    M, N, sigma = 300, 20, 1.0
+    sc = SimpleNamespace(s=1.0, ub=100.0, c=np.full(N, 0.1))
+    crossing = rng.uniform(0.5, 3.0, M // 2)  # the t at which each outer atom leaves the identity zone
+    sign = rng.choice([-1.0, 1.0], M // 2)
+    b = 0.25
+    v = np.concatenate([rng.uniform(-0.3, 0.3, M // 2), sign * (1.0 - b * crossing)])
+    Bd = np.concatenate([rng.uniform(-1e-3, 1e-3, M // 2), b * sign])
+    tdelta = np.full(M, 100.0)  # a wide clip zone: no shrink in range
+    x, d = np.full(N, 5.0), np.full(N, 3.0)  # (the samples stay inside [0, ub]: no box terms)
+    lam_minus_k = np.zeros(N)
+    args = (sc, v, x, lam_minus_k, d, Bd, sigma, 1e12, tdelta)
+    gd = _full_dphi(0.0, *args)  # -c.d = -6
+    t = rs._line_search(sc, v, x, lam_minus_k, d, Bd, gd, sigma, 1e12, tdelta)
+    expected = brentq(lambda u: -6.0 + sigma * b**2 * np.maximum(u - crossing, 0.0).sum(), 0.5, 10.0, xtol=1e-14)
+    assert 2.0 < expected < 3.0
+    assert t == pytest.approx(expected, rel=1e-8)
+
+
+def test_sparse_decision_over_few_atoms_is_the_full_product():
+    data = ellipses(120, seed=3)
+    D = Dictionary.grid(ELLIPSE_BOX, 12, (0.3,), threshold=1e-3)
+    p = RKHSProblem(data.X, data.y, D, 0.5, 0.1, 10.0)
+    assert not p.dense
+    alpha = np.zeros(p.M)
+    alpha[np.random.default_rng(0).choice(p.M, 9, replace=False)] = np.linspace(-2.0, 2.0, 9)
+    np.testing.assert_allclose(p.decision(alpha), p.K @ (p.Delta * alpha), rtol=1e-14, atol=1e-15)

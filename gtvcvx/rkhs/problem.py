@@ -215,13 +215,21 @@ class RKHSProblem:
 
     # --------------------------------------------------------------------------- primal side
     def decision(self, alpha) -> np.ndarray:
-        """``f(x_n) = (K (Delta * alpha))_n`` on the training samples."""
+        """``f(x_n) = (K (Delta * alpha))_n`` on the training samples (over the atoms in use only
+        when they are fewer than half: rows of ``K^T``, or columns of :attr:`K_columns`)."""
         w = self.Delta * np.asarray(alpha, dtype=float)
-        if self.dense:  # only the atoms in use: their contiguous rows of K^T
-            support = np.flatnonzero(w)
-            if support.size < 0.5 * self.M:
+        support = np.flatnonzero(w)
+        if support.size < 0.5 * self.M:
+            if self.dense:  # contiguous rows of K^T
                 return w[support] @ self.Kt[support]
+            return self.K_columns[:, support] @ w[support]
         return self.K @ w
+
+    @functools.cached_property
+    def K_columns(self):
+        """A sparse ``K`` stored by columns (CSC), for products with coefficients on few atoms
+        (the bench instance, 3072 atoms, 39 % filled: 0.1 instead of 0.7 ms a product with 96)."""
+        return self.K.tocsc()
 
     def margin_violation(self, alpha, f=None) -> np.ndarray:
         """``pos(1 - eps - y_n f(x_n))`` per sample."""
