@@ -2,6 +2,7 @@
 anchor of the flows in single precision and do not copy the best certificate's flow; forced here
 on small problems (the threshold and the compiled sweeps' size limit set to 0)."""
 
+import dataclasses
 import time
 
 import numpy as np
@@ -72,16 +73,32 @@ class _Clock:
         return time.perf_counter() + self.jump
 
 
-@pytest.mark.parametrize("method", ["halpern", "pdhg"])
-def test_a_stop_after_the_best_flow_was_dropped_is_certified_again(anchor_dtypes, monkeypatch, method):
+@pytest.mark.parametrize("method, last_worse", [("halpern", False), ("pdhg", False), ("halpern", True)])
+def test_a_stop_after_the_best_flow_was_dropped_is_certified_again(anchor_dtypes, monkeypatch, method, last_worse):
     """The run stops on the time limit after check-points whose in-place flows were not copied:
-    the returned certificate is computed again and bounds the true suboptimality."""
+    the returned certificate is computed again and bounds the true suboptimality. ``last_worse``:
+    the last iterate's certificate is made to read worse than the lost one (its gap set to inf),
+    so the best ``W`` is certified with the last flow as well."""
     problem = knn_problem()
     optimum = g.solve(problem, tol=1e-11, method="halpern", max_iter=100_000)
     assert optimum.status == "optimal"
     monkeypatch.setattr(core, "LARGE_FLOW_ENTRIES", 0)
     clock = _Clock()
     monkeypatch.setattr(core, "time", clock)
+    paired = []
+    if last_worse:
+        certify_iterate, certify_pair_ = core.certify_iterate, core.certify_pair
+
+        def after_the_stop_worse(*args, **kwargs):
+            cert = certify_iterate(*args, **kwargs)
+            return dataclasses.replace(cert, rel_gap=float("inf")) if clock.jump else cert
+
+        def counted(*args, **kwargs):
+            paired.append(clock.jump > 0)
+            return certify_pair_(*args, **kwargs)
+
+        monkeypatch.setattr(core, "certify_iterate", after_the_stop_worse)
+        monkeypatch.setattr(core, "certify_pair", counted)
     seen = []
 
     def callback(info):
@@ -95,6 +112,7 @@ def test_a_stop_after_the_best_flow_was_dropped_is_certified_again(anchor_dtypes
     assert result.info["recertified"]
     # the last iterate is the one of the last check-point: at least its certificate comes back
     assert np.isfinite(result.gap) and result.rel_gap <= seen[-1] * (1.0 + 1e-9)
+    assert any(paired) == last_worse  # (W_best, last flow) certified only when the last iterate reads worse
     slack = 1e-9 * (1.0 + abs(optimum.primal))
     assert result.primal >= optimum.dual - slack  # P(W) >= P* >= D(U*)
     assert result.dual <= optimum.primal + slack

@@ -190,8 +190,9 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
         check-points in a row (data of magnitude near 1e154 and above: rescale it). A run that
         stops short of ``tol`` returns its best certificate; from
         :data:`LARGE_FLOW_ENTRIES` flow entries, where that certificate's flow is not kept, the
-        better of the last iterate's and the best ``W``'s with the last flow, certified again
-        (``info["recertified"]``).
+        last iterate's (or, if worse, the better of it and the best ``W``'s with the last flow),
+        certified again after the loop (``info["recertified"]``; past a time limit by one or two
+        certificates).
 
     Notes
     -----
@@ -408,7 +409,8 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
     * the best certificate's flow, when it is the iterate's own (certified in place), is not
       copied before the next sweep overwrites it. A run that ends on such a certificate without
       reaching ``tol`` (time or iteration limit, callback) certifies again: the last iterate, and
-      the best certificate's ``W`` with the last flow, the better of the two returned.
+      where that is worse than the lost certificate, also the best certificate's ``W`` with the last
+      flow, the better of the two returned.
     """
     t_start = time.perf_counter()
 
@@ -641,7 +643,7 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
         best = (cert.rel_gap, Wp.copy(), cert)
     elif best[2].U is None:  # a large problem's best flow was not kept
         U = U0 = Up = None  # (the iterate's other flow arrays, released first: `last` holds T(z))
-        best, recertified = _recertify(problem, best[1], last, projector, tol), True
+        best, recertified = _recertify(problem, best[0], best[1], last, projector, tol), True
     solve_time = time.perf_counter() - t_solve  # everything, the last certificate included
     _, W_best, cert = best
     if status == Status.MAX_ITER and message.startswith("reached max_iter") and cert.resolution > tol:
@@ -665,12 +667,15 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
                            "edge_gaps": cert.edge_gaps})
 
 
-def _recertify(problem, W_best, last, projector, tol):
-    """``(rel_gap, W, certificate)``: the better of the last iterate's certificate and that of
-    ``W_best`` with the last flow (``last = (W+, U+, D^T U+)`` of the final sweep); see
-    :func:`_iterate`. Both are certified from scratch."""
+def _recertify(problem, best_gap, W_best, last, projector, tol):
+    """``(rel_gap, W, certificate)`` for a run whose best certificate (relative gap ``best_gap``)
+    lost its flow: the last iterate's certificate (``last = (W+, U+, D^T U+)`` of the final sweep),
+    or, if that is worse than ``best_gap``, the better of it and ``W_best`` with the last flow; see
+    :func:`_iterate`. Each is certified from scratch."""
     W_last, U_last, DtU_last = last
     first = certify_iterate(problem, W_last, U_last, DtU_last, projector, deadline=None, tol=tol)
+    if first.rel_gap <= best_gap:  # (one certificate past a time limit, not two)
+        return first.rel_gap, W_last, first
     projector.adopt(first.U)  # (a projected copy in the projector's buffers: out of the next pass's way)
     second = certify_pair(problem, W_best, U_last, projector=projector, deadline=None, tol=tol)
     return min([(first.rel_gap, W_last, first), (second.rel_gap, W_best, second)], key=lambda option: option[0])
