@@ -678,7 +678,8 @@ def _recertify(problem, best_gap, W_best, last, projector, tol):
         return first.rel_gap, W_last, first
     projector.adopt(first.U)  # (a projected copy in the projector's buffers: out of the next pass's way)
     second = certify_pair(problem, W_best, U_last, projector=projector, deadline=None, tol=tol)
-    return min([(first.rel_gap, W_last, first), (second.rel_gap, W_best, second)], key=lambda option: option[0])
+    options = [(first.rel_gap, W_last, first), (second.rel_gap, W_best, second)]
+    return min(options, key=lambda option: option[0] if option[0] == option[0] else math.inf)  # (NaN: last)
 
 
 def _report_once(result: GTVResult, callback) -> GTVResult:
