@@ -196,15 +196,21 @@ def dot2_rows(out, X, W, rows):
         total = out[k]
         carry = 0.0
         for j in range(d):
-            a = X[k, j]
-            b = W[i, j]
-            p = a * b
-            carry += product_error(a, b, p)  # (TwoProduct: one fused multiply-add once compiled)
-            s = total + p
-            bb = s - total
-            carry += (total - (s - bb)) + (p - bb)
-            total = s
+            total, carry = dot2_add(total, carry, X[k, j], W[i, j])
         out[k] = total + carry
+
+
+def dot2_add(total, carry, a, b):
+    """One term of Dot2: ``(total + fl(a b), carry + the rounding errors of the product and of the
+    sum)`` (TwoProduct, one fused multiply-add once compiled, :func:`gtvcvx._jit.product_error`;
+    then TwoSum), the step :func:`dot2_rows` and :func:`node_residual_sums` share (a compiled helper,
+    :func:`gtvcvx._jit.njit`)."""
+    p = a * b
+    carry += product_error(a, b, p)
+    s = total + p
+    bb = s - total
+    carry += (total - (s - bb)) + (p - bb)
+    return s, carry
 
 
 def node_residual_sums(y, X, W, offsets, values, sums):
@@ -221,14 +227,7 @@ def node_residual_sums(y, X, W, offsets, values, sums):
             total = y[k]
             carry = 0.0
             for j in range(d):
-                a = X[k, j]
-                b = -W[i, j]
-                p = a * b
-                carry += product_error(a, b, p)
-                s = total + p
-                bb = s - total
-                carry += (total - (s - bb)) + (p - bb)
-                total = s
+                total, carry = dot2_add(total, carry, X[k, j], -W[i, j])
             r = total + carry
             value += r * r
             for j in range(d):
@@ -259,7 +258,8 @@ def node_residual_sums_dot2(y, X, W, offsets, x_max: float):
 @cache
 def _load_node_sums(parallel: bool):
     """:func:`node_residual_sums` compiled (``parallel``: the threaded build), for a loss's read-only samples."""
-    (kernel,) = _jit.njit(node_residual_sums, purpose="the doubled-precision residuals", parallel=parallel)
+    (kernel,) = _jit.njit(node_residual_sums, purpose="the doubled-precision residuals", parallel=parallel,
+                          helpers=(dot2_add,))
     fixed = _jit.read_only(np.zeros((1, 1)))
     kernel(_jit.read_only(np.zeros(1)), fixed, np.zeros((1, 1)), _jit.read_only(np.array([0, 1], np.int64)),
            np.zeros(1), np.zeros((1, 1)))
@@ -269,7 +269,8 @@ def _load_node_sums(parallel: bool):
 @cache
 def _load_dot2(parallel: bool):
     """:func:`dot2_rows` compiled (``parallel``: the threaded build)."""
-    (kernel,) = _jit.njit(dot2_rows, purpose="the doubled-precision residuals", parallel=parallel)
+    (kernel,) = _jit.njit(dot2_rows, purpose="the doubled-precision residuals", parallel=parallel,
+                          helpers=(dot2_add,))
     # a loss's samples (and a caller's node rows) are read-only: other numba types
     for X in (np.zeros((1, 1)), _jit.read_only(np.zeros((1, 1)))):
         for rows in (np.zeros(1, np.int64), _jit.read_only(np.zeros(1, np.int64))):

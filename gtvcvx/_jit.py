@@ -167,9 +167,9 @@ def njit(*functions, purpose: str, parallel: bool = False, helpers=()):
     if parallel:
         _prefer_forksafe(numba)
     jit = numba.njit(cache=True, nogil=True, parallel=bool(parallel))
-    compiled_helpers = {helper.__name__: numba.njit(cache=True, nogil=True)(getattr(helper, "py_func", helper))
-                        for helper in helpers}
-    for function in functions:
+    helpers = [getattr(helper, "py_func", helper) for helper in helpers]
+    compiled_helpers = {helper.__name__: numba.njit(cache=True, nogil=True)(helper) for helper in helpers}
+    for function in (*functions, *helpers):  # (the intrinsics a helper calls are bound for it too)
         names = function.__code__.co_names
         if "prange" in names:
             # the kernel modules bind ``prange = range`` (numba not loaded); numba.prange is a range

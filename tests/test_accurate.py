@@ -131,6 +131,22 @@ def test_squared_error_values_and_gradients_take_the_one_pass_path(monkeypatch):
     np.testing.assert_allclose(one_pass[1], per_sample[1], rtol=1e-15, atol=0)
 
 
+@pytest.mark.parametrize("parallel", [False, True])
+def test_compiled_dot2_kernels_take_the_fused_multiply_add(parallel):
+    """The kernels call TwoProduct through their shared compiled helper (``dot2_add``): the
+    intrinsic ``njit`` binds must reach the helper's globals too (the kernels no longer name
+    ``product_error``), else it compiles Dekker's split (exact too, ~1.5x slower: no result
+    would show it). (A kernel loaded from numba's disk cache has no IR to inspect.)"""
+    from gtvcvx import _accurate
+
+    _accurate.__dict__["product_error"] = jit.product_error  # (as before any kernel was loaded)
+    _accurate._load_dot2.cache_clear()
+    _accurate._load_node_sums.cache_clear()
+    _accurate._load_dot2(parallel)
+    _accurate._load_node_sums(parallel)
+    assert _accurate.__dict__["product_error"] is jit._product_error_compiled()
+
+
 def test_product_error_is_exact_compiled_and_in_python():
     """TwoProduct's error ``a * b - fl(a * b)``: Dekker's split in plain Python and a fused
     multiply-add once compiled give the exact value (checked in rational arithmetic), operands from
