@@ -758,6 +758,16 @@ class SquaredError(_DesignLoss):
             return coef[:, None] * sums
         return coef[:, None] * self._node_sums(self.X_all * res[:, None])
 
+    def node_hessians(self, W) -> np.ndarray:
+        """``(2/m_i) X_i^T X_i`` per node (the same at every ``W``), shape (n, d, d), assembled in
+        each node's row space from the thin SVD factors, ``(2/m) Q diag(s^2) Q^T``: ``n d^2 r``
+        operations (the solvers' ``d + 1`` probing gradients over every sample took 0.73 s on
+        the paper's Table I instance, d = 100)."""
+        self._check_W(W)
+        check_memory(8.0 * self.n * self.d * self.d, f"the {self.name} node Hessians ({self.n} x {self.d} x {self.d})")
+        coef = np.divide(2.0, self.counts, out=np.zeros(self.n), where=self.counts > 0)
+        return np.matmul(self.Q * (coef[:, None, None] * self.s[:, None, :] ** 2), self._Qt)
+
     def prox(self, V, step, *, warm_start=None) -> np.ndarray:
         V = self._check_W(V, "V")
         tau = _as_step(step, self.n)

@@ -38,10 +38,14 @@ MAX_BLOCK_ENTRIES = 50_000_000
 
 
 def node_quadratics(loss) -> tuple[np.ndarray, np.ndarray]:
-    """Hessians ``(n, d, d)`` and gradients at 0 ``(n, d)`` of a quadratic loss, from ``d + 1`` batched
-    gradient evaluations (exact up to rounding: the gradient of a quadratic is affine)."""
+    """Hessians ``(n, d, d)`` and gradients at 0 ``(n, d)`` of a quadratic loss: the loss's own
+    ``node_hessians`` where it provides them, else from ``d + 1`` batched gradient evaluations
+    (exact up to rounding: the gradient of a quadratic is affine)."""
     n, d = loss.n, loss.d
     g0 = loss.gradient(np.zeros((n, d)))
+    if provides(loss, "node_hessians"):
+        H = loss.node_hessians(np.zeros((n, d)))
+        return 0.5 * (H + H.transpose(0, 2, 1)), g0
     H = np.empty((n, d, d))
     for k in range(d):  # d batched gradient evaluations (a loop over coordinates, not nodes)
         E = np.zeros((n, d))
