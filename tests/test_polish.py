@@ -69,3 +69,71 @@ def test_the_polish_declines_problems_it_does_not_cover():
     l1 = g.GTVProblem(problem.graph, problem.loss, g.Norm1(), 0.02)
     assert not polish_applies(l1) and polish_clusters(l1, np.zeros((40, problem.d))) is None
     assert g.solve(l1, tol=1e-6, method="halpern").info["polishes"] == 0
+
+
+def test_a_loose_fused_threshold_polishes_long_before_the_strict_one(monkeypatch):
+    # a first-order iterate's fused differences shrink only as fast as it converges: the structure
+    # read at 1e-3 is right long before the one read at 1e-6 (measured: 472 -> 218 iterations here)
+    import gtvcvx.solvers.gtv as core
+
+    problem = _few_samples_per_node(n=60, seed=0, lam=0.02)
+    optimum = solve_primal(problem, "CLARABEL", tol_gap_abs=1e-12, tol_gap_rel=1e-12, tol_feas=1e-12).primal
+    ladder = g.solve(problem, tol=1e-7, method="halpern")
+    monkeypatch.setattr(core, "_POLISH_THRESHOLDS", (1e-6,))
+    strict = g.solve(problem, tol=1e-7, method="halpern")
+    assert ladder.status == strict.status == "optimal"
+    assert ladder.info["polished_at"] == ladder.iterations  # certified by the polish
+    assert ladder.iterations <= 0.6 * strict.iterations
+    assert ladder.gap >= problem.objective(ladder.W) - optimum - 1e-12  # honest
+
+
+def test_a_single_cluster_is_polished_to_the_pooled_least_squares_fit():
+    # every edge fused: no edge between clusters, the reduced problem is one quadratic (it used to be
+    # refused); its solution is the least-squares fit of all samples together
+    problem = _few_samples_per_node(n=40, seed=4, lam=50.0)
+    W0 = np.ones((problem.n, problem.d))
+    out = polish_clusters(problem, W0)
+    assert out is not None
+    W, cert = out
+    X = np.concatenate(problem.loss.X)
+    y = np.concatenate(problem.loss.y)
+    pooled = np.linalg.lstsq(X, y, rcond=None)[0]
+    assert np.allclose(W, pooled[None, :], atol=1e-10)
+    # lam large enough that every edge stays fused at the optimum: the pooled fit is certified
+    assert cert.rel_gap <= 1e-9
+
+
+def test_the_polish_skips_the_certificate_of_a_lifted_objective_out_of_reach():
+    problem = _few_samples_per_node(n=60, seed=2)
+    rng = np.random.default_rng(3)
+    W = np.repeat(rng.normal(size=(2, problem.d)), [30, 30], axis=0)  # a made-up structure
+    out = polish_clusters(problem, W)
+    assert out is not None
+    lifted, cert = out
+    value = problem.objective(lifted)
+    assert polish_clusters(problem, W, reach=(value, 1e-3)) is not None  # within reach: certified
+    # a point known to be better by more than tol: no certificate of the lifted W can reach tol
+    better = value - 0.1 * (1 + abs(value))
+    assert polish_clusters(problem, W, reach=(better, 1e-3)) is None
+
+
+def test_squared_error_hessians_are_the_scaled_gram_matrices_and_feed_the_quadratic_solvers():
+    from gtvcvx.capabilities import provides
+    from gtvcvx.solvers.quadratic import node_quadratics
+
+    rng = np.random.default_rng(0)
+    d = 5
+    X = [rng.normal(size=(m, d)) * rng.uniform(0.01, 100.0, size=d) for m in (0, 1, 3, 5, 40)]
+    y = [rng.normal(size=x.shape[0]) + 10.0 for x in X]
+    loss = g.SquaredError(X, y, d=d)
+    assert provides(loss, "node_hessians")
+    H = loss.node_hessians(rng.normal(size=(len(X), d)))  # constant in W
+    for i, x in enumerate(X):
+        reference = 2.0 * x.T @ x / max(x.shape[0], 1)
+        assert np.allclose(H[i], reference, rtol=1e-12, atol=1e-12 * np.abs(reference).max(initial=1.0))
+    Hq, g0 = node_quadratics(loss)
+    assert np.allclose(Hq, H) and np.allclose(g0, loss.gradient(np.zeros((len(X), d))))
+    # the affine probing the solvers use for quadratic losses without node_hessians agrees
+    E = np.zeros((len(X), d))
+    E[:, 2] = 1.0
+    assert np.allclose(loss.gradient(E) - g0, Hq[:, :, 2], rtol=1e-9, atol=1e-9 * np.abs(Hq).max())

@@ -32,12 +32,13 @@ from scipy.sparse.linalg import spsolve
 from .._linesearch import armijo_step
 from ..capabilities import provides
 from ..problem import GTVProblem
+from ..results import relative_gap
 from ._edge_kernels import difference_norms
 from .certificate import Certificate, certify_pair
 from .certify import flow_from_primal
 from .quadratic import MAX_BLOCK_ENTRIES, node_quadratics
 
-__all__ = ["polish_applies", "fused_clusters", "polish_clusters", "reduced_newton", "MAX_POLISH_UNKNOWNS"]
+__all__ = ["polish_applies", "fused_clusters", "fused_partitions", "polish_clusters", "reduced_newton", "MAX_POLISH_UNKNOWNS"]
 
 #: Largest number of unknowns (clusters x d) of the reduced Newton system: its sparse factorization
 #: must stay cheap next to the iterations it saves (measured: a Fig. 2 instance with d = 100 spent
@@ -109,13 +110,34 @@ def reduced_newton(Hc, gc, pairs, caps_q, v, *, max_iter: int = 40, t_min: float
 
 def fused_clusters(problem: GTVProblem, W, threshold: float = 1e-6) -> tuple[int, np.ndarray]:
     """``(k, labels)``: components of the edges with ``||(DW)_e|| <= threshold * max |W|``."""
+    return fused_partitions(problem, W, (threshold,), max_clusters=problem.n)[0]
+
+
+def fused_partitions(problem: GTVProblem, W, thresholds, *, max_clusters: int | None = None) -> list:
+    """:func:`fused_clusters` of ``W`` at each of ``thresholds``, or None at those where it would
+    have more than ``max_clusters`` clusters (default: the most the polish takes,
+    ``MAX_POLISH_UNKNOWNS // d``).
+
+    The edge differences are measured once; a partition with fewer than ``n - max_clusters``
+    fused edges has more than ``max_clusters`` components, and is not computed (on large graphs
+    the components cost more than the differences).
+    """
+    if max_clusters is None:
+        max_clusters = MAX_POLISH_UNKNOWNS // max(problem.d, 1)
     scale = max(float(np.abs(W).max(initial=0.0)), np.finfo(float).tiny)
     # (a compiled gather on large graphs, without the |E| x d differences)
-    return problem.graph.edge_components(difference_norms(problem.graph, W) <= threshold * scale)
+    norms = difference_norms(problem.graph, W)
+    partitions = []
+    for threshold in thresholds:
+        fused = norms <= threshold * scale
+        few = problem.n - int(np.count_nonzero(fused)) <= max_clusters
+        partitions.append(problem.graph.edge_components(fused) if few else None)
+    return partitions
 
 
 def polish_clusters(problem: GTVProblem, W, *, threshold: float = 1e-6, quadratics: dict | None = None,
-                    clusters: tuple[int, np.ndarray] | None = None) -> tuple[np.ndarray, Certificate] | None:
+                    clusters: tuple[int, np.ndarray] | None = None,
+                    reach: tuple[float, float] | None = None) -> tuple[np.ndarray, Certificate] | None:
     """``(W_polished, certificate)`` from the clusters of ``W``, or None when the polish does not apply.
 
     Parameters
@@ -130,13 +152,26 @@ def polish_clusters(problem: GTVProblem, W, *, threshold: float = 1e-6, quadrati
         A cache for the node quadratics (filled on first use), for repeated calls in one solve.
     clusters : (int, ndarray), optional
         :func:`fused_clusters` of ``W``, when the caller has them.
+    reach : (float, float), optional
+        ``(primal, tol)``: the objective value of any point (an upper bound on the optimum) and
+        a relative gap; the lifted solution is certified only if its objective could reach
+        ``tol`` (see Notes), else None is returned without the certificate's cost.
 
     Returns
     -------
     (ndarray, Certificate) or None
         None when no edge is fused, the reduced system is too large (:data:`MAX_POLISH_UNKNOWNS`),
-        the node Hessians would exceed :data:`~gtvcvx.solvers.quadratic.MAX_BLOCK_ENTRIES`, or a
-        quotient difference vanishes (the structure was wrong).
+        the node Hessians would exceed :data:`~gtvcvx.solvers.quadratic.MAX_BLOCK_ENTRIES`, a
+        quotient difference vanishes (the structure was wrong), or the lifted objective is out of
+        ``reach``.
+
+    Notes
+    -----
+    The filter ``reach = (p, tol)`` is exact: any certificate of the lifted ``W`` has a dual value
+    ``D <= P* <= p``, and the relative gap ``(P - D) / (1 + |P| + |D|)`` decreases in ``D``, so
+    it is at least ``(P - p) / (1 + |P| + |p|)``; when that exceeds ``tol`` the certificate
+    cannot reach it (a wrong structure, typically), and its cost (a flow routed through the
+    graph and a projection, about ten of the core's certificates on small graphs) is saved.
     """
     if not polish_applies(problem) or problem.n_edges == 0 or problem.n * problem.d ** 2 > MAX_BLOCK_ENTRIES:
         return None  # (the node Hessians would not fit the block budget of the quadratic solver)
@@ -161,8 +196,10 @@ def polish_clusters(problem: GTVProblem, W, *, threshold: float = 1e-6, quadrati
     sums = np.zeros((k, problem.d))
     np.add.at(sums, labels, W)
     v0 = sums / np.bincount(labels, minlength=k)[:, None]
-    v = reduced_newton(Hc, gc, pairs, caps_q, v0) if len(pairs) else None
+    v = reduced_newton(Hc, gc, pairs, caps_q, v0)
     if v is None:
         return None
     lifted = v[labels]
+    if reach is not None and relative_gap(problem.objective(lifted), reach[0]) > reach[1]:
+        return None
     return lifted, certify_pair(problem, lifted, flow_from_primal(problem, lifted, threshold=0.0))
