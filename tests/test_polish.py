@@ -7,7 +7,7 @@ import pytest
 import gtvcvx as g
 from gtvcvx.reference import solve_primal
 from gtvcvx.solvers import certificate
-from gtvcvx.solvers.polish import fused_clusters, polish_applies, polish_clusters
+from gtvcvx.solvers.polish import fused_clusters, fused_partitions, polish_applies, polish_clusters, reduced_unknowns
 
 
 def _few_samples_per_node(n=120, d=3, seed=0, lam=0.02):
@@ -65,10 +65,51 @@ def test_a_polish_from_a_wrong_structure_is_refused_or_honest():
 def test_the_polish_declines_problems_it_does_not_cover():
     problem = _few_samples_per_node(n=40)
     assert polish_applies(problem)
+    assert polish_applies(g.GTVProblem(problem.graph, problem.loss, g.Norm1(), 0.02))
     assert not polish_applies(problem.with_lam(0.0))
-    l1 = g.GTVProblem(problem.graph, problem.loss, g.Norm1(), 0.02)
-    assert not polish_applies(l1) and polish_clusters(l1, np.zeros((40, problem.d))) is None
-    assert g.solve(l1, tol=1e-6, method="halpern").info["polishes"] == 0
+    group = g.GTVProblem(problem.graph, problem.loss, g.GroupNorm2([0, 0, 1]), 0.02)
+    assert not polish_applies(group) and polish_clusters(group, np.zeros((40, problem.d))) is None
+    assert g.solve(group, tol=1e-6, method="halpern").info["polishes"] == 0
+
+
+def _bank_l1(lam):
+    """The bank's karate club graph (networkx) with diabetes-shaped data, three samples a node (m_i < d)."""
+    import networkx as nx
+
+    rng = np.random.default_rng(5)
+    graph = g.Graph.from_networkx(nx.karate_club_graph(), weight=None)
+    d = 6
+    X = [np.hstack([np.ones((3, 1)), rng.normal(size=(3, d - 1))]) for _ in range(graph.n)]
+    truth = np.where(np.arange(graph.n)[:, None] < 17, 1.0, -1.0) * np.linspace(1.0, 2.0, d)
+    y = [X[i] @ truth[i] + 0.3 * rng.normal(size=3) for i in range(graph.n)]
+    return g.GTVProblem(graph, g.SquaredError(X, y), g.Norm1(), lam)
+
+
+@pytest.mark.parametrize("lam", [0.05, 0.5])
+def test_the_l1_polish_certifies_early_and_honestly(lam):
+    # per coordinate, the fused structure of an l1 solution is right long before the iterate's
+    # flows certify it; the reduced problem (signs fixed between components) is one linear system
+    problem = _bank_l1(lam)
+    optimum = solve_primal(problem, "CLARABEL", tol_gap_abs=1e-12, tol_gap_rel=1e-12, tol_feas=1e-12).primal
+    polished = g.solve(problem, tol=1e-7, method="halpern")
+    assert polished.status == "optimal" and polished.info["polished_at"] == polished.iterations
+    assert polished.gap >= problem.objective(polished.W) - optimum - 1e-12  # honest
+    assert polished.rel_gap <= 1e-7
+    assert abs(polished.primal - optimum) <= 1e-7 * (1 + abs(optimum))
+
+
+def test_l1_partitions_are_per_coordinate_and_the_lifted_solution_is_constant_on_them():
+    problem = _bank_l1(0.5)
+    W = g.solve(problem, tol=1e-9).W
+    (key, labels), = fused_partitions(problem, W, (1e-6,))
+    assert len(key) == problem.d and labels.shape == (problem.n, problem.d)
+    assert set(np.unique(labels)) == set(range(sum(key)))  # numbered over the coordinates
+    assert reduced_unknowns(problem, key) == sum(key) < problem.n * problem.d
+    lifted, cert = polish_clusters(problem, W, clusters=(key, labels))
+    for j in range(problem.d):
+        for c in np.unique(labels[:, j]):
+            assert np.ptp(lifted[labels[:, j] == c, j]) == 0.0  # one value per coordinate's cluster
+    assert cert.rel_gap <= 1e-9
 
 
 def test_a_loose_fused_threshold_polishes_long_before_the_strict_one(monkeypatch):

@@ -35,7 +35,7 @@ from .chain import chain_plan, solve_chain
 from .tree import solve_tree, tree_plan
 from .distributed import solve_distributed
 from .interior import auto_plan, solve_interior
-from .polish import fused_partitions, polish_applies, polish_clusters
+from .polish import fused_partitions, polish_applies, polish_clusters, reduced_unknowns
 from .quadratic import quadratic_refusal, solve_quadratic
 from .separability import find_separation
 
@@ -61,12 +61,13 @@ _POLISH_BELOW = 1e-2
 #: first-order iterate's fused differences shrink only as fast as the iterate converges (on the
 #: bank's karate club / diabetes at lam = 5, the structure was right at 1e-3 from iteration 112,
 #: at 1e-6 only from 1,616), so the structure is read at each threshold and polished where it
-#: held at two check-points in a row. A polish costs about ten certificates on small graphs (the
-#: reduced Newton solve, a flow routed through the graph, the certificate): the loose thresholds'
-#: partitions are polished at most :data:`_POLISH_LOOSE_TRIES` times in a solve, the strictest
-#: one's whenever it changes (the structure a converging iterate shows).
+#: held at two check-points in a row (for the l1 penalty, per coordinate). A polish costs a few
+#: certificates on small graphs (the reduced solve, a flow routed through the graph, the
+#: certificate): the loose thresholds' partitions are polished at most :data:`_POLISH_LOOSE_TRIES`
+#: times in a solve, the strictest one's whenever it changes (the structure a converging iterate
+#: shows).
 _POLISH_THRESHOLDS = (1e-3, 1e-6)
-_POLISH_LOOSE_TRIES = 1
+_POLISH_LOOSE_TRIES = 3
 
 
 def _warm_start_arrays(problem: GTVProblem, warm_start):
@@ -202,7 +203,11 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
         :data:`LARGE_FLOW_ENTRIES` flow entries, where that certificate's flow is not kept, the
         last iterate's (or, if worse, the better of it and the best ``W``'s with the last flow),
         certified again after the loop (``info["recertified"]``; past a time limit by one or two
-        certificates).
+        certificates). ``history`` has a row per check-point with the iterate's certificate;
+        where the active-set polish (:mod:`gtvcvx.solvers.polish`: quadratic losses, l2 or l1
+        penalty) improved on the best certificate, the row's ``polished_rel_gap`` says by how
+        much (``info["polished_at"]``, the last such iteration; a result certified by a polish is
+        the polished point).
 
     Notes
     -----
@@ -587,9 +592,10 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
                     stable = count is not None and count == last_clusters[threshold]
                     last_clusters[threshold] = count
                     loose = threshold != _POLISH_THRESHOLDS[-1]
-                    if not stable or count == problem.n or best[0] <= tol or (loose and loose_tries >= _POLISH_LOOSE_TRIES):
+                    if (not stable or reduced_unknowns(problem, count) == problem.n * problem.d or best[0] <= tol
+                            or (loose and loose_tries >= _POLISH_LOOSE_TRIES)):
                         continue
-                    partition = (clusters[0], hash(clusters[1].tobytes()))
+                    partition = (count, hash(clusters[1].tobytes()))
                     if partition in polished_partitions:
                         continue  # (its exact solution is what it was: a structure is polished once)
                     polished_partitions.add(partition)

@@ -16,6 +16,17 @@ lifts ``W = v[labels]`` and certifies it with flows built from it
 (:func:`~gtvcvx.solvers.certify.flow_from_primal`). Nothing is assumed: the certificate is computed
 from scratch, so a wrong cluster structure only gives a worse gap, never a wrong one.
 
+With the l1 penalty (dual ball ``linf``) the structure is per coordinate: coordinate ``j`` of the
+nodes is constant on the components of the edges whose ``|(DW)_{ej}|`` is fused, and on an edge
+between two components of coordinate ``j`` the penalty is linear, ``c_e s_{ej} (w_{hj} - w_{tj})``
+with the sign ``s_{ej}`` the iterate shows. With ``W = P v`` (``P`` the selection of each
+coordinate's component value) the reduced problem is the quadratic
+
+.. math:: \min_v\ \tfrac12 v^\top P^\top H P\, v + (g + D^\top (c \circ S))^\top P v,
+
+one sparse linear system (``H`` the node Hessians, block diagonal; ``S`` the signs, zero inside
+components).
+
 References
 ----------
 .. [1] Y. SarcheshmehPour, Y. Tian, L. Zhang, A. Jung, "Clustered federated learning via
@@ -38,7 +49,8 @@ from .certificate import Certificate, certify_pair
 from .certify import flow_from_primal
 from .quadratic import MAX_BLOCK_ENTRIES, node_quadratics
 
-__all__ = ["polish_applies", "fused_clusters", "fused_partitions", "polish_clusters", "reduced_newton", "MAX_POLISH_UNKNOWNS"]
+__all__ = ["polish_applies", "fused_clusters", "fused_partitions", "polish_clusters", "reduced_newton",
+           "reduced_unknowns", "MAX_POLISH_UNKNOWNS", "POLISHED_BALLS"]
 
 #: Largest number of unknowns (clusters x d) of the reduced Newton system: its sparse factorization
 #: must stay cheap next to the iterations it saves (measured: a Fig. 2 instance with d = 100 spent
@@ -46,9 +58,20 @@ __all__ = ["polish_applies", "fused_clusters", "fused_partitions", "polish_clust
 MAX_POLISH_UNKNOWNS = 2_000
 
 
+#: The penalties the polish reduces, by their dual ball: the l2 norm (one model per cluster,
+#: a smooth reduced objective) and the l1 norm (one value per coordinate's cluster, a quadratic).
+POLISHED_BALLS = ("l2", "linf")
+
+
 def polish_applies(problem: GTVProblem) -> bool:
-    """A quadratic loss and the l2-norm penalty (nLasso), for which the reduced objective is smooth."""
-    return provides(problem.loss, "quadratic") and problem.penalty.dual_ball == "l2" and problem.lam > 0
+    """A quadratic loss and the l2- or l1-norm penalty (:data:`POLISHED_BALLS`), ``lam > 0``."""
+    return (provides(problem.loss, "quadratic") and problem.penalty.dual_ball in POLISHED_BALLS
+            and problem.lam > 0)
+
+
+def reduced_unknowns(problem: GTVProblem, key) -> int:
+    """Unknowns of the reduced problem of a partition with counts ``key`` (:func:`fused_partitions`)."""
+    return int(key) * problem.d if problem.penalty.dual_ball == "l2" else int(sum(key))
 
 
 def reduced_newton(Hc, gc, pairs, caps_q, v, *, max_iter: int = 40, t_min: float = 1e-12):
@@ -110,29 +133,55 @@ def reduced_newton(Hc, gc, pairs, caps_q, v, *, max_iter: int = 40, t_min: float
 
 def fused_clusters(problem: GTVProblem, W, threshold: float = 1e-6) -> tuple[int, np.ndarray]:
     """``(k, labels)``: components of the edges with ``||(DW)_e|| <= threshold * max |W|``."""
-    return fused_partitions(problem, W, (threshold,), max_clusters=problem.n)[0]
-
-
-def fused_partitions(problem: GTVProblem, W, thresholds, *, max_clusters: int | None = None) -> list:
-    """:func:`fused_clusters` of ``W`` at each of ``thresholds``, or None at those where it would
-    have more than ``max_clusters`` clusters (default: the most the polish takes,
-    ``MAX_POLISH_UNKNOWNS // d``).
-
-    The edge differences are measured once; a partition with fewer than ``n - max_clusters``
-    fused edges has more than ``max_clusters`` components, and is not computed (on large graphs
-    the components cost more than the differences).
-    """
-    if max_clusters is None:
-        max_clusters = MAX_POLISH_UNKNOWNS // max(problem.d, 1)
     scale = max(float(np.abs(W).max(initial=0.0)), np.finfo(float).tiny)
-    # (a compiled gather on large graphs, without the |E| x d differences)
-    norms = difference_norms(problem.graph, W)
-    partitions = []
-    for threshold in thresholds:
-        fused = norms <= threshold * scale
-        few = problem.n - int(np.count_nonzero(fused)) <= max_clusters
-        partitions.append(problem.graph.edge_components(fused) if few else None)
-    return partitions
+    return problem.graph.edge_components(difference_norms(problem.graph, W) <= threshold * scale)
+
+
+def fused_partitions(problem: GTVProblem, W, thresholds, *, max_unknowns: int = MAX_POLISH_UNKNOWNS) -> list:
+    """The fused structure of ``W`` at each of ``thresholds``, or None at those where the reduced
+    problem would have more than ``max_unknowns`` unknowns (:func:`reduced_unknowns`).
+
+    Returns
+    -------
+    list of (key, labels) or None
+        l2 penalty: ``key = k`` and ``labels`` (n,), as :func:`fused_clusters` (edges with
+        ``||(DW)_e|| <= threshold * max |W|``); l1 penalty: ``key`` the tuple of the
+        coordinates' cluster counts ``k_j`` and ``labels`` (n, d), coordinate ``j``'s clusters
+        numbered ``sum_{l<j} k_l ..`` (edges with ``|(DW)_{ej}| <= threshold * max |W|``).
+
+    Notes
+    -----
+    The differences are measured once (per coordinate for l1: one gather of ``|E|`` values at a
+    time); a structure whose fused edges are too few for ``max_unknowns`` (a graph keeps at least
+    ``n - fused`` components) is not built: on large graphs the components cost more than the
+    differences.
+    """
+    graph, n, d = problem.graph, problem.n, problem.d
+    scale = max(float(np.abs(W).max(initial=0.0)), np.finfo(float).tiny)
+    cuts = [threshold * scale for threshold in thresholds]
+    if problem.penalty.dual_ball != "linf":
+        # (a compiled gather on large graphs, without the |E| x d differences)
+        norms = difference_norms(graph, W)
+        return [graph.edge_components(norms <= cut) if (n - np.count_nonzero(norms <= cut)) * d <= max_unknowns
+                else None for cut in cuts]
+    head, tail = graph.end_columns
+    least = np.zeros(len(cuts), dtype=np.int64)  # a lower bound on the unknowns, per threshold
+    for j in range(d):  # (a loop over coordinates, one |E| gather each)
+        gap = np.abs(W[head, j] - W[tail, j])
+        least += [n - np.count_nonzero(gap <= cut) for cut in cuts]
+    out = []
+    for cut, bound in zip(cuts, least):
+        if bound > max_unknowns:
+            out.append(None)
+            continue
+        labels = np.empty((n, d), dtype=np.int64)
+        counts = []
+        for j in range(d):
+            k, labels[:, j] = graph.edge_components(np.abs(W[head, j] - W[tail, j]) <= cut)
+            labels[:, j] += sum(counts)
+            counts.append(k)
+        out.append((tuple(counts), labels) if sum(counts) <= max_unknowns else None)
+    return out
 
 
 def polish_clusters(problem: GTVProblem, W, *, threshold: float = 1e-6, quadratics: dict | None = None,
@@ -143,15 +192,17 @@ def polish_clusters(problem: GTVProblem, W, *, threshold: float = 1e-6, quadrati
     Parameters
     ----------
     problem : GTVProblem
-        A quadratic loss with the l2-norm penalty (:func:`polish_applies`).
+        A quadratic loss with the l2- or l1-norm penalty (:func:`polish_applies`).
     W : ndarray (n, d)
         An iterate whose fused structure is (nearly) right.
     threshold : float
-        Edges with ``||(DW)_e|| <= threshold * max |W|`` count as fused.
+        Edges with ``||(DW)_e|| <= threshold * max |W|`` (l1: coordinates with
+        ``|(DW)_{ej}| <= threshold * max |W|``) count as fused.
     quadratics : dict, optional
         A cache for the node quadratics (filled on first use), for repeated calls in one solve.
-    clusters : (int, ndarray), optional
-        :func:`fused_clusters` of ``W``, when the caller has them.
+    clusters : (key, ndarray), optional
+        The structure of ``W`` (one entry of :func:`fused_partitions`), when the caller has it;
+        default: read at ``threshold``.
     reach : (float, float), optional
         ``(primal, tol)``: the objective value of any point (an upper bound on the optimum) and
         a relative gap; the lifted solution is certified only if its objective could reach
@@ -175,15 +226,33 @@ def polish_clusters(problem: GTVProblem, W, *, threshold: float = 1e-6, quadrati
     """
     if not polish_applies(problem) or problem.n_edges == 0 or problem.n * problem.d ** 2 > MAX_BLOCK_ENTRIES:
         return None  # (the node Hessians would not fit the block budget of the quadratic solver)
-    graph = problem.graph
-    k, labels = fused_clusters(problem, W, threshold) if clusters is None else clusters
-    if k * problem.d > MAX_POLISH_UNKNOWNS or k == problem.n:
+    if clusters is None:
+        clusters = fused_partitions(problem, W, (threshold,))[0]
+        if clusters is None:
+            return None
+    unknowns = reduced_unknowns(problem, clusters[0])
+    if unknowns > MAX_POLISH_UNKNOWNS or unknowns == problem.n * problem.d:
         return None
     if quadratics is None:
         quadratics = {}
     if "H" not in quadratics:
         quadratics["H"], quadratics["g0"] = node_quadratics(problem.loss)
     H, g0 = quadratics["H"], quadratics["g0"]
+    if problem.penalty.dual_ball == "linf":
+        lifted = _coordinate_solve(problem, W, clusters[1], unknowns, H, g0)
+    else:
+        lifted = _cluster_solve(problem, W, clusters, H, g0)
+    if lifted is None:
+        return None
+    if reach is not None and relative_gap(problem.objective(lifted), reach[0]) > reach[1]:
+        return None
+    return lifted, certify_pair(problem, lifted, flow_from_primal(problem, lifted, threshold=0.0))
+
+
+def _cluster_solve(problem: GTVProblem, W, clusters, H, g0):
+    """The l2 polish's lifted solution (reduced Newton over one model per cluster), or None."""
+    graph = problem.graph
+    k, labels = clusters
     Hc = np.zeros((k, problem.d, problem.d))
     np.add.at(Hc, labels, H)
     gc = np.zeros((k, problem.d))
@@ -197,9 +266,24 @@ def polish_clusters(problem: GTVProblem, W, *, threshold: float = 1e-6, quadrati
     np.add.at(sums, labels, W)
     v0 = sums / np.bincount(labels, minlength=k)[:, None]
     v = reduced_newton(Hc, gc, pairs, caps_q, v0)
-    if v is None:
-        return None
-    lifted = v[labels]
-    if reach is not None and relative_gap(problem.objective(lifted), reach[0]) > reach[1]:
-        return None
-    return lifted, certify_pair(problem, lifted, flow_from_primal(problem, lifted, threshold=0.0))
+    return None if v is None else v[labels]
+
+
+def _coordinate_solve(problem: GTVProblem, W, labels, unknowns: int, H, g0):
+    """The l1 polish's lifted solution (module docstring): ``P v`` with ``v`` solving the reduced
+    quadratic, the signs of the edges between components taken from ``W``; None if not finite."""
+    graph, n, d = problem.graph, problem.n, problem.d
+    head, tail = graph.end_columns
+    caps = np.asarray(problem.capacities, dtype=float)
+    linear = g0.copy()
+    for j in range(d):  # D^T (c o S), one coordinate at a time
+        signed = np.where(labels[head, j] != labels[tail, j], np.sign(W[head, j] - W[tail, j]), 0.0) * caps
+        linear[:, j] += np.bincount(head, signed, minlength=n) - np.bincount(tail, signed, minlength=n)
+    select = sp.csr_matrix((np.ones(n * d), (np.arange(n * d), labels.ravel())), shape=(n * d, unknowns))
+    rows = np.repeat(np.arange(n * d).reshape(n, d, 1), d, axis=2)
+    hess = sp.csr_matrix((H.ravel(), (rows.ravel(), rows.transpose(0, 2, 1).ravel())), shape=(n * d, n * d))
+    reduced = (select.T @ hess @ select).tocsc()
+    ridge = 1e-14 * (1.0 + float(abs(reduced).max()))  # (a cluster its data do not determine)
+    v = spsolve(reduced + ridge * sp.identity(unknowns, format="csc"), -(select.T @ linear.ravel()))
+    lifted = (select @ v).reshape(n, d)
+    return lifted if np.isfinite(lifted).all() else None
