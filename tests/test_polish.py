@@ -178,3 +178,13 @@ def test_squared_error_hessians_are_the_scaled_gram_matrices_and_feed_the_quadra
     E = np.zeros((len(X), d))
     E[:, 2] = 1.0
     assert np.allclose(loss.gradient(E) - g0, Hq[:, :, 2], rtol=1e-9, atol=1e-9 * np.abs(Hq).max())
+
+
+def test_no_polish_above_its_flow_budget(monkeypatch):
+    # the polish's certificate builds about six |E| x d flow arrays: above the budget it is off
+    import gtvcvx.solvers.gtv as core
+
+    problem = _bank_l1(0.5)
+    assert g.solve(problem, tol=1e-7, method="halpern").info["polishes"] >= 1
+    monkeypatch.setattr(core, "_POLISH_MAX_FLOW_ENTRIES", problem.n_edges * problem.d - 1)
+    assert g.solve(problem, tol=1e-7, method="halpern").info["polishes"] == 0

@@ -68,6 +68,10 @@ _POLISH_BELOW = 1e-2
 #: shows).
 _POLISH_THRESHOLDS = (1e-3, 1e-6)
 _POLISH_LOOSE_TRIES = 3
+#: Flow entries (|E| d) up to which the polish runs: its certificate builds flows from the lifted
+#: point (a minimum-norm flow, an accelerated projected gradient, the projection), about six more
+#: |E| x d arrays, which at 10^7 edges (d = 10) would alone exceed the 8 GiB the solve fits in.
+_POLISH_MAX_FLOW_ENTRIES = 1 << 24
 
 
 def _warm_start_arrays(problem: GTVProblem, warm_start):
@@ -484,7 +488,7 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
 
     knorm = _step_norm_estimate(graph) if method == "halpern" else 1.0
     setup_time = time.perf_counter() - t_start  # (the step-norm estimate included: 30 passes over the edges)
-    polish_on = polish_applies(problem)
+    polish_on = polish_applies(problem) and problem.n_edges * problem.d <= _POLISH_MAX_FLOW_ENTRIES
     quadratics = {}  # node quadratics for the polish, computed on its first use
     polishes, polished_at = 0, None
     last_clusters = dict.fromkeys(_POLISH_THRESHOLDS)  # cluster counts at the last check-point
