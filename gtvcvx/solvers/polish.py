@@ -185,7 +185,7 @@ def fused_partitions(problem: GTVProblem, W, thresholds, *, max_unknowns: int = 
 
 
 def polish_clusters(problem: GTVProblem, W, *, threshold: float = 1e-6, quadratics: dict | None = None,
-                    clusters: tuple[int, np.ndarray] | None = None,
+                    clusters: tuple | None = None,
                     reach: tuple[float, float] | None = None) -> tuple[np.ndarray, Certificate] | None:
     """``(W_polished, certificate)`` from the clusters of ``W``, or None when the polish does not apply.
 
