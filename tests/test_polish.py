@@ -73,7 +73,7 @@ def test_the_polish_declines_problems_it_does_not_cover():
 
 
 def _bank_l1(lam):
-    """The bank's karate club graph (networkx) with diabetes-shaped data, three samples a node (m_i < d)."""
+    """The bank's karate club graph (networkx) with synthetic data, three samples a node (m_i = 3 < d = 6)."""
     import networkx as nx
 
     rng = np.random.default_rng(5)
