@@ -186,5 +186,5 @@ def test_no_polish_above_its_flow_budget(monkeypatch):
 
     problem = _bank_l1(0.5)
     assert g.solve(problem, tol=1e-7, method="halpern").info["polishes"] >= 1
-    monkeypatch.setattr(core, "_POLISH_MAX_FLOW_ENTRIES", problem.n_edges * problem.d - 1)
+    monkeypatch.setitem(core._POLISH_MAX_FLOW_ENTRIES, "linf", problem.n_edges * problem.d - 1)
     assert g.solve(problem, tol=1e-7, method="halpern").info["polishes"] == 0
