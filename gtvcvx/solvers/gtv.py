@@ -214,9 +214,9 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
         certified again after the loop (``info["recertified"]``; past a time limit by one or two
         certificates). ``history`` has a row per check-point with the iterate's certificate;
         where the active-set polish (:mod:`gtvcvx.solvers.polish`: quadratic losses, l2 or l1
-        penalty) improved on the best certificate, the row's ``polished_rel_gap`` says by how
-        much (``info["polished_at"]``, the last such iteration; a result certified by a polish is
-        the polished point).
+        penalty) improved on the best certificate, the row's ``polished_rel_gap`` is the polished
+        point's certified gap (``info["polished_at"]``, the last such iteration; a result certified
+        by a polish is the polished point).
 
     Notes
     -----
