@@ -597,7 +597,9 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
                 # fused structure is the same at two check-points, try the exact cluster-reduced
                 # solution (certified from scratch, so never a wrong gap)
                 c0 = time.perf_counter()
-                for threshold, clusters in zip(_POLISH_THRESHOLDS, fused_partitions(problem, Wp, _POLISH_THRESHOLDS)):
+                # (the loose thresholds' structures are not read once their tries are spent)
+                reading = _POLISH_THRESHOLDS if loose_tries < _POLISH_LOOSE_TRIES else _POLISH_THRESHOLDS[-1:]
+                for threshold, clusters in zip(reading, fused_partitions(problem, Wp, reading)):
                     count = None if clusters is None else clusters[0]  # (None: too many to polish)
                     stable = count is not None and count == last_clusters[threshold]
                     last_clusters[threshold] = count

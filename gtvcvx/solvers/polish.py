@@ -36,6 +36,8 @@ References
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import spsolve
@@ -133,8 +135,7 @@ def reduced_newton(Hc, gc, pairs, caps_q, v, *, max_iter: int = 40, t_min: float
 
 def fused_clusters(problem: GTVProblem, W, threshold: float = 1e-6) -> tuple[int, np.ndarray]:
     """``(k, labels)``: components of the edges with ``||(DW)_e|| <= threshold * max |W|``."""
-    scale = max(float(np.abs(W).max(initial=0.0)), np.finfo(float).tiny)
-    return problem.graph.edge_components(difference_norms(problem.graph, W) <= threshold * scale)
+    return _norm_partitions(problem, W, (threshold,), max_unknowns=math.inf)[0]
 
 
 def fused_partitions(problem: GTVProblem, W, thresholds, *, max_unknowns: int = MAX_POLISH_UNKNOWNS) -> list:
@@ -151,21 +152,17 @@ def fused_partitions(problem: GTVProblem, W, thresholds, *, max_unknowns: int = 
 
     Notes
     -----
-    The differences are measured once (per coordinate for l1: one gather of ``|E|`` values at a
-    time); a structure whose fused edges are too few for ``max_unknowns`` (a graph keeps at least
-    ``n - fused`` components) is not built: on large graphs the components cost more than the
-    differences.
+    The fused edges are counted first (for l1 coordinate by coordinate, gathered from the rows of
+    ``W^T``: 2x faster than from its columns at 10^6 edges); a structure whose fused edges are
+    too few for ``max_unknowns`` (a graph keeps at least ``n - fused`` components) is not built:
+    on large graphs the components cost more than the differences.
     """
-    graph, n, d = problem.graph, problem.n, problem.d
-    scale = max(float(np.abs(W).max(initial=0.0)), np.finfo(float).tiny)
-    cuts = [threshold * scale for threshold in thresholds]
     if problem.penalty.dual_ball != "linf":
-        # (a compiled gather on large graphs, without the |E| x d differences)
-        norms = difference_norms(graph, W)
-        return [graph.edge_components(norms <= cut) if (n - np.count_nonzero(norms <= cut)) * d <= max_unknowns
-                else None for cut in cuts]
+        return _norm_partitions(problem, W, thresholds, max_unknowns)
+    graph, n, d = problem.graph, problem.n, problem.d
+    cuts = _cuts(W, thresholds)
     head, tail = graph.end_columns
-    columns = np.ascontiguousarray(W.T)  # (gathers from a contiguous row: 2x faster at 10^6 edges)
+    columns = np.ascontiguousarray(W.T)
     least = np.zeros(len(cuts), dtype=np.int64)  # a lower bound on the unknowns, per threshold
     for j in range(d):  # (a loop over coordinates, one |E| gather each)
         gap = np.abs(columns[j][head] - columns[j][tail])
@@ -175,6 +172,8 @@ def fused_partitions(problem: GTVProblem, W, thresholds, *, max_unknowns: int = 
         if bound > max_unknowns:
             out.append(None)
             continue
+        # (the gathers again rather than d x |E| differences kept: counting one |E| row at a time
+        # took 52-57 ms at 10^6 edges, d = 10, against 105-115 ms with them kept)
         labels = np.empty((n, d), dtype=np.int64)
         counts = []
         for j in range(d):
@@ -183,6 +182,22 @@ def fused_partitions(problem: GTVProblem, W, thresholds, *, max_unknowns: int = 
             counts.append(k)
         out.append((tuple(counts), labels) if sum(counts) <= max_unknowns else None)
     return out
+
+
+def _cuts(W, thresholds) -> list[float]:
+    """The fused-difference bounds ``threshold * max |W|``."""
+    scale = max(float(np.abs(W).max(initial=0.0)), np.finfo(float).tiny)
+    return [threshold * scale for threshold in thresholds]
+
+
+def _norm_partitions(problem: GTVProblem, W, thresholds, max_unknowns) -> list:
+    """:func:`fused_partitions` by edge norms (every penalty but l1)."""
+    graph = problem.graph
+    # (a compiled gather on large graphs, without the |E| x d differences)
+    norms = difference_norms(graph, W)
+    return [graph.edge_components(norms <= cut)
+            if (problem.n - np.count_nonzero(norms <= cut)) * problem.d <= max_unknowns else None
+            for cut in _cuts(W, thresholds)]
 
 
 def polish_clusters(problem: GTVProblem, W, *, threshold: float = 1e-6, quadratics: dict | None = None,
