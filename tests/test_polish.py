@@ -188,3 +188,52 @@ def test_no_polish_above_its_flow_budget(monkeypatch):
     assert g.solve(problem, tol=1e-7, method="halpern").info["polishes"] >= 1
     monkeypatch.setitem(core._POLISH_MAX_FLOW_ENTRIES, "linf", problem.n_edges * problem.d - 1)
     assert g.solve(problem, tol=1e-7, method="halpern").info["polishes"] == 0
+
+
+def test_a_reduced_newton_that_does_not_converge_drops_the_polish(monkeypatch):
+    """The housing shape at lam 0.2 first shows an iterate with 299 of 300 nodes apart (a wrong
+    structure: the optimum fuses them into ~50 clusters). Its reduced Newton does not converge in
+    POLISH_NEWTON_STEPS and the polish is dropped before the certificate (it used to run 40 steps and
+    certify a relative gap of 0.47 at a cost of half the solve)."""
+    from gtvcvx.solvers import gtv, polish
+
+    problem = _few_samples_per_node(n=300, d=4, seed=0, lam=0.2)
+    tried = []
+    original = gtv.polish_clusters
+
+    def record(problem_, W, **kwargs):
+        tried.append((W.copy(), kwargs["clusters"]))
+        return original(problem_, W, **kwargs)
+
+    monkeypatch.setattr(gtv, "polish_clusters", record)
+    result = g.solve(problem, tol=1e-6, method="halpern")
+    assert result.status == "optimal"
+    W, clusters = tried[0]
+    assert clusters[0] >= 290  # the wrong structure
+    certified = []
+    monkeypatch.setattr(polish, "certify_pair", lambda *a, **k: certified.append(1))
+    assert polish_clusters(problem, W, clusters=clusters) is None
+    assert not certified
+
+
+def test_reduced_newton_reports_non_convergence_only_when_asked():
+    from gtvcvx.solvers.polish import reduced_newton
+
+    rng = np.random.default_rng(0)
+    k, d = 6, 3
+    A = rng.normal(size=(k, d, d))
+    Hc = A @ A.transpose(0, 2, 1) + 0.1 * np.eye(d)
+    gc = rng.normal(size=(k, d))
+    pairs = np.array([[i, i + 1] for i in range(k - 1)])
+    caps = np.full(k - 1, 0.05)
+    v0 = rng.normal(size=(k, d)) * 10
+    assert reduced_newton(Hc, gc, pairs, caps, v0, max_iter=1, converged_only=True) is None
+    assert reduced_newton(Hc, gc, pairs, caps, v0, max_iter=1).shape == (k, d)
+    full = reduced_newton(Hc, gc, pairs, caps, v0, max_iter=40, converged_only=True)
+    assert full is not None
+    grad = np.einsum("cde,ce->cd", Hc, full) + gc
+    diff = full[pairs[:, 0]] - full[pairs[:, 1]]
+    unit = diff / np.linalg.norm(diff, axis=1)[:, None]
+    np.add.at(grad, pairs[:, 0], caps[:, None] * unit)
+    np.add.at(grad, pairs[:, 1], -caps[:, None] * unit)
+    assert np.abs(grad).max() <= 1e-9  # stationary: converged
