@@ -89,8 +89,9 @@ def reduced_newton(Hc, gc, pairs, caps_q, v, *, max_iter: int = 40, t_min: float
 
     ``f`` is smooth while every quotient difference ``v_a - v_b`` is nonzero; returns None when
     one vanishes (the structure was wrong), and with ``converged_only`` also when ``max_iter``
-    steps do not bring the Newton decrement to rounding level. ``t_min`` is the smallest Armijo
-    step. Shared by the solver's polish and :func:`gtvcvx.recovery.exact_recovery_conditions`.
+    steps end outside the quadratic region (a decrement above ``1e-10 (1 + |f|)``). ``t_min`` is
+    the smallest Armijo step. Shared by the solver's polish and
+    :func:`gtvcvx.recovery.exact_recovery_conditions`.
     """
     k, d = v.shape
     a, b = pairs[:, 0], pairs[:, 1]
@@ -109,6 +110,7 @@ def reduced_newton(Hc, gc, pairs, caps_q, v, *, max_iter: int = 40, t_min: float
 
     x = v.copy()
     f = value(x)
+    quadratic = False  # the last step was a full step in the quadratic region
     for _ in range(max_iter):
         diff = x[a] - x[b]
         norms = np.linalg.norm(diff, axis=1)
@@ -132,7 +134,8 @@ def reduced_newton(Hc, gc, pairs, caps_q, v, *, max_iter: int = 40, t_min: float
         if not np.isfinite(step).all():
             return None
         decrement = float(-(grad.reshape(-1) @ step.reshape(-1)))
-        if decrement <= 1e-10 * (1.0 + abs(f)):
+        quadratic = decrement <= 1e-10 * (1.0 + abs(f))
+        if quadratic:
             x = x + step  # quadratic region: full steps (Armijo cannot resolve rounding-level decreases)
             if decrement <= 1e-26 * (1.0 + abs(f)):
                 break
@@ -140,7 +143,7 @@ def reduced_newton(Hc, gc, pairs, caps_q, v, *, max_iter: int = 40, t_min: float
             continue
         x, f = armijo_step(value, x, step, f, decrement, t_min=t_min)
     else:
-        if converged_only:
+        if converged_only and not quadratic:
             return None
     return x
 
