@@ -46,7 +46,7 @@ from .._linesearch import armijo_step
 from ..capabilities import provides
 from ..problem import GTVProblem
 from ..results import relative_gap
-from ._edge_kernels import difference_norms
+from ._edge_kernels import difference_norms, differences, divergence
 from .certificate import Certificate, certify_pair
 from .certify import flow_from_primal
 from .quadratic import MAX_BLOCK_ENTRIES, node_quadratics
@@ -306,10 +306,9 @@ def _coordinate_solve(problem: GTVProblem, W, labels, unknowns: int, H, g0):
     graph, n, d = problem.graph, problem.n, problem.d
     head, tail = graph.end_columns
     caps = np.asarray(problem.capacities, dtype=float)
-    linear = g0.copy()
-    for j in range(d):  # D^T (c o S), one coordinate at a time
-        signed = np.where(labels[head, j] != labels[tail, j], np.sign(W[head, j] - W[tail, j]), 0.0) * caps
-        linear[:, j] += np.bincount(head, signed, minlength=n) - np.bincount(tail, signed, minlength=n)
+    # c o S: the signs of the coordinate-edges between components (zero inside one)
+    signed = np.where(labels[head] != labels[tail], np.sign(differences(graph, W)), 0.0) * caps[:, None]
+    linear = g0 + divergence(graph, signed)  # g + D^T (c o S)
     select = sp.csr_matrix((np.ones(n * d), (np.arange(n * d), labels.ravel())), shape=(n * d, unknowns))
     rows = np.repeat(np.arange(n * d).reshape(n, d, 1), d, axis=2)
     hess = sp.csr_matrix((H.ravel(), (rows.ravel(), rows.transpose(0, 2, 1).ravel())), shape=(n * d, n * d))
