@@ -163,7 +163,7 @@ def test_too_long_steps_fall_back_safely(monkeypatch):
 
     problem = make_problem("squared_error", "norm2", seed=11, sizes=(6, 6), d=3, lam=0.3, p_in=0.9)
     ref = solve_primal(problem, "CLARABEL", **TIGHT)
-    monkeypatch.setattr(core, "_step_norm_estimate", lambda graph: 0.2)  # far below the true norm
+    monkeypatch.setattr(core, "_step_norm_estimate", lambda graph, **_: 0.2)  # far below the true norm
     result = g.solve(problem, tol=1e-8, method="halpern")
     assert result.info["step_fallbacks"] == 1 and result.info["step_norm"] == 1.0
     assert result.status == "optimal" and rel(result.primal, ref.primal) < 1e-7
@@ -215,6 +215,38 @@ def test_lanczos_estimate_of_large_graphs(monkeypatch):
     large = _step_norm_estimate(graph)
     assert np.sqrt(true / 2) * 1.05 * 0.99 <= large <= np.sqrt(true / 2) * 1.05 * (1 + 1e-12)
     assert large > small
+
+
+def test_step_norm_estimate_with_compiled_products_below_the_size_threshold(monkeypatch):
+    """A solve whose sweeps are compiled runs the step-norm estimate's Laplacian products compiled
+    at any size: the same estimate to rounding as the sparse products (the power method either
+    way below gtvcvx._jit.MIN_ENTRIES edges), and the solve asks for it exactly then."""
+    import gtvcvx._jit as jit
+    import gtvcvx.solvers.gtv as core
+    from gtvcvx.solvers._edge_kernels import laplacian_product
+    from gtvcvx.solvers._pdhg_common import step_norm_estimate
+
+    graph = g.graphs.sbm([150, 150], 0.2, 0.02, seed=4).graph
+    x = np.random.default_rng(1).standard_normal(graph.n)
+    sparse = graph.incidence_transpose @ (graph.incidence @ x)
+    assert np.allclose(laplacian_product(graph, x, compiled=True), sparse, rtol=0, atol=1e-12 * np.abs(sparse).max())
+    assert np.array_equal(laplacian_product(graph, x), sparse)  # small graphs: the sparse products by default
+    sparse_estimate = step_norm_estimate(graph)
+    assert step_norm_estimate(graph, compiled=True) == pytest.approx(sparse_estimate, rel=1e-12, abs=0)
+    assert step_norm_estimate(graph, compiled=False) == sparse_estimate
+
+    asked = []
+
+    def spy(graph, **options):
+        asked.append(options.get("compiled"))
+        return step_norm_estimate(graph, **options)
+
+    monkeypatch.setattr(core, "_step_norm_estimate", spy)
+    problem = make_problem("squared_error", "norm2", seed=5, sizes=(6, 6), d=3, lam=0.2)
+    g.solve(problem, tol=1e-6, method="halpern", max_iter=20)
+    monkeypatch.setattr(jit, "MIN_ENTRIES", 0)  # every sweep compiled
+    g.solve(problem, tol=1e-6, method="halpern", max_iter=20)
+    assert asked == [None, True]
 
 
 def test_predicted_spacing_aims_at_the_crossing_of_tol():

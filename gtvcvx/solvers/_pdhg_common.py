@@ -109,7 +109,7 @@ def warm_start_parts(problem: GTVProblem, warm_start):
     return W, U
 
 
-def step_norm_estimate(graph, margin: float = 1.05) -> float:
+def step_norm_estimate(graph, margin: float = 1.05, compiled: bool | None = None) -> float:
     r"""Estimate ``||Sigma_0^{1/2} D T_0^{1/2}||`` for the unit preconditioned steps.
 
     With ``tau_i = 1/deg_i`` and ``sigma_e = 1/2`` the norm squared is half the largest
@@ -117,14 +117,15 @@ def step_norm_estimate(graph, margin: float = 1.05) -> float:
     about 0.6 - 0.85 on clustered and random graphs, where steps ``1/norm`` times longer stay
     convergent. A lower estimate of the eigenvalue (:func:`top_eigenvalue`) gets a 5 % margin,
     the result is capped at 1, and the solver falls back to 1 if the PDHG metric turns
-    indefinite along the iterates.
+    indefinite along the iterates. ``compiled``: how the Laplacian products run
+    (:func:`~gtvcvx.solvers._edge_kernels.laplacian_product`; the same estimate to rounding).
     """
     if graph.n_edges == 0:
         return 1.0
     deg = graph.degree.astype(float)
     scale = np.divide(1.0, np.sqrt(deg), out=np.zeros_like(deg), where=deg > 0)
     start = np.random.default_rng(0).standard_normal(graph.n) * (deg > 0)
-    top = top_eigenvalue(lambda x: scale * laplacian_product(graph, scale * x), start,
+    top = top_eigenvalue(lambda x: scale * laplacian_product(graph, scale * x, compiled), start,
                          lanczos=graph.n_edges >= _jit.MIN_ENTRIES)
     if not top > 0:  # (an operator that vanished on the start: no estimate, the safe steps)
         return 1.0

@@ -491,8 +491,9 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
     # the step-size condition does not involve them, so a long step solves their prox exactly.
     decoupled = (graph.degree == 0) | (problem.lam == 0)
 
-    knorm = _step_norm_estimate(graph) if method == "halpern" else 1.0
-    setup_time = time.perf_counter() - t_start  # (the step-norm estimate included: 30 passes over the edges)
+    # (its Laplacian products compiled whenever the sweeps are: numba is loaded anyway)
+    knorm = _step_norm_estimate(graph, compiled=sweep.compiled or None) if method == "halpern" else 1.0
+    setup_time = time.perf_counter() - t_start  # (the step-norm estimate included: 30-60 passes over the edges)
     polish_on = (polish_applies(problem)
                  and problem.n_edges * problem.d <= _POLISH_MAX_FLOW_ENTRIES.get(problem.penalty.dual_ball, 0))
     quadratics = {}  # node quadratics for the polish, computed on its first use
