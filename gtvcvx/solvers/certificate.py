@@ -31,6 +31,7 @@ from ..problem import GTVProblem
 from ..results import relative_gap
 from ._cg import conjugate_gradient
 from ._edge_kernels import differences, divergence, edge_norm_terms
+from ._sparse_factor import symmetric_solver
 
 __all__ = ["Certificate", "FeasibleFlow", "FlowProjector", "feasible_flow", "certify_pair", "certify_iterate",
            "stationarity",
@@ -252,7 +253,7 @@ class _ConservationOperator:
         return self._factor_entries <= FACTOR_MAX_ENTRIES
 
     def _factorize(self) -> None:
-        """LU factors of ``S N L_w N S + (I - N) + eps I`` (the identity on the free directions
+        """Factors of ``S N L_w N S + (I - N) + eps I`` (the identity on the free directions
         ``range(Q_i)``, where the Gram is zero, and a tiny shift for graph components whose data
         leave constraints unsolvable); :meth:`_direct` refines against the exact Gram."""
         L = self.laplacian.tocoo()
@@ -271,7 +272,7 @@ class _ConservationOperator:
         rr = np.concatenate([rows.ravel(), diag_rows.ravel(), np.arange(size)])
         cc = np.concatenate([cols.ravel(), diag_cols.ravel(), np.arange(size)])
         matrix = sp.csc_matrix((data, (rr, cc)), shape=(size, size))
-        self._factor = spla.splu(matrix, permc_spec="MMD_AT_PLUS_A")
+        self._factor = symmetric_solver(matrix)  # (PARDISO where installed: 0.4 s -> 0.03 s on digits 10-NN)
 
     def _direct(self, B: np.ndarray, Y0: np.ndarray | None):
         """Solve with the factors, refined against the exact Gram until the residual stops falling."""
@@ -280,7 +281,7 @@ class _ConservationOperator:
         R = B - self.gram(Y)
         residual = float(np.linalg.norm(R))
         for _ in range(10):
-            step = self._factor.solve(R.ravel()).reshape(shape)
+            step = self._factor(R.ravel()).reshape(shape)
             Y_new = Y + step
             R_new = B - self.gram(Y_new)
             new = float(np.linalg.norm(R_new))

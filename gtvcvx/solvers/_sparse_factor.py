@@ -1,0 +1,97 @@
+"""Sparse symmetric factorizations: Intel oneMKL PARDISO where installed, SuperLU otherwise.
+
+PARDISO (through ``py-mkl-pardiso``, a pybind11 wrapper with MKL linked statically; Linux and
+Windows on x86-64) is a supernodal, multithreaded direct solver: on the digits 10-NN graph's node
+system (8,985 unknowns in 5 x 5 blocks, 6.8e8 flops per factorization) a numeric refactorization
+takes 30-45 ms, SuperLU (:func:`scipy.sparse.linalg.splu`, supernodal but unsymmetric, one
+thread) 260-330 ms and Clarabel's QDLDL (simplicial) about 550 ms. SuperLU stays the fallback
+where the wheel does not exist (other platforms) or PARDISO reports a failure.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+__all__ = ["pardiso_available", "SymmetricFactor", "symmetric_solver"]
+
+
+@cache
+def _pardiso():
+    """The ``pymklpardiso`` module, or ``None`` where it is not installed (or does not load)."""
+    try:
+        import pymklpardiso
+    except Exception:  # ImportError, or an OSError of a wheel that does not load on this CPU
+        return None
+    return pymklpardiso
+
+
+def pardiso_available() -> bool:
+    """Whether PARDISO can be used (``py-mkl-pardiso`` imports)."""
+    return _pardiso() is not None
+
+
+class SymmetricFactor:
+    """Factorizations of symmetric matrices that keep one sparsity pattern (an interior-point
+    method's reduced systems): the symbolic analysis is done once, each :meth:`factor` is numeric.
+
+    Parameters
+    ----------
+    pattern : scipy.sparse matrix
+        The upper triangle (diagonal included) of every matrix to come, in CSR with sorted
+        indices; only its structure is used.
+    positive_definite : bool
+        PARDISO's Cholesky (``mtype`` 2) when True, else its Bunch-Kaufman ``LDL^T`` (``-2``).
+
+    Raises
+    ------
+    RuntimeError
+        From :meth:`factor` when PARDISO fails (a zero or negative pivot): the caller decides
+        (more regularization, another method).
+    """
+
+    def __init__(self, pattern, positive_definite: bool = True):
+        module = _pardiso()
+        if module is None:
+            raise ImportError("SymmetricFactor needs py-mkl-pardiso (pip install py-mkl-pardiso; Linux/Windows x86-64)")
+        self._module = module
+        self._pattern = sp.csr_matrix(pattern, copy=True)
+        self._pattern.sort_indices()
+        self._mtype = module.MTYPE_REAL_SYM_POSDEF if positive_definite else module.MTYPE_REAL_SYM_INDEF
+        self._solver = None
+        self.size = self._pattern.shape[0]
+
+    @property
+    def nnz(self) -> int:
+        """Entries of the upper triangle."""
+        return int(self._pattern.nnz)
+
+    def factor(self, values: np.ndarray) -> None:
+        """Factor the matrix whose upper-triangle CSR values (in the pattern's order) are ``values``."""
+        values = np.ascontiguousarray(values, dtype=float)
+        if self._solver is None:
+            self._pattern.data = values.copy()
+            self._solver = self._module.PardisoSolver(self._pattern, self._mtype)
+        else:
+            self._solver.refactor(values)
+
+    def solve(self, rhs: np.ndarray) -> np.ndarray:
+        """``A^{-1} rhs`` for a vector (or an ``(size, k)`` array) with the last factors."""
+        return np.asarray(self._solver.solve(np.ascontiguousarray(rhs, dtype=float)))
+
+
+def symmetric_solver(matrix):
+    """A solve function ``b -> A^{-1} b`` of the symmetric (nonsingular) sparse ``matrix``: PARDISO's
+    ``LDL^T`` where available, else (or when PARDISO fails) SuperLU with a minimum-degree ordering
+    of ``A + A^T``."""
+    if _pardiso() is not None:
+        try:
+            factor = SymmetricFactor(sp.triu(matrix, format="csr"), positive_definite=False)
+            factor.factor(factor._pattern.data)
+            return factor.solve
+        except RuntimeError:  # PARDISO refused the matrix: SuperLU below
+            pass
+    return spla.splu(sp.csc_matrix(matrix), permc_spec="MMD_AT_PLUS_A").solve
