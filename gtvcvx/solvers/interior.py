@@ -42,6 +42,7 @@ References
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 
@@ -58,6 +59,8 @@ from ..results import GTVResult, Status
 from ._pdhg_common import uniqueness_note
 from .certificate import bounds_optimum, certify_pair, constrained_nodes, stationarity
 from .quadratic import penalty_form
+from .schur_ipm import MAX_STEPS as SCHUR_MAX_STEPS
+from .schur_ipm import SCHUR_MIN_EDGES, schur_refusal, solve_schur
 
 __all__ = ["auto_interior", "auto_plan", "build_program", "conic_rows", "factor_work", "interior_refusal", "solve_interior",
            "predicted_seconds", "LOSS_FORMS", "PENALTY_FORMS", "MAX_CONIC_ROWS", "MAX_SECONDS",
@@ -99,6 +102,11 @@ AUTO_RACE_FRACTION = 0.5
 #: The cost model of :func:`predicted_seconds` (fitted to the runs above: per iteration
 #: 0.7 us per conic row plus the factorization at >= 1 GFlop/s, about 15 iterations).
 _ROW_SECONDS, _FLOP_RATE, _ITERATIONS = 0.7e-6, 1e9, 15
+#: The same for :func:`~gtvcvx.solvers.schur_ipm.solve_schur` (one factorization per Newton step,
+#: 12-15 steps; fitted to the digits 5-NN / 10-NN graphs, 1.35e8 / 6e8 flops, 6,309 / 12,343
+#: edges: 0.7-1.2 s / 1.75-1.9 s whole, i.e. PARDISO at ~2e10 flop/s and the batched cone
+#: algebra and refined solves ~7.4 us per edge and step).
+_SCHUR_FACTORIZATIONS, _SCHUR_FLOP_RATE, _SCHUR_EDGE_SECONDS = 15, 2e10, 7.4e-6
 #: Above this many envelope flops (``d = 1``) the minimum-degree count is not attempted.
 _EXACT_COUNT_LIMIT = 1e9
 
@@ -246,8 +254,20 @@ def auto_plan(problem: GTVProblem) -> tuple[str, float]:
 
 
 def predicted_seconds(problem: GTVProblem) -> float:
-    """A cost model of the interior-point solve: ``15 (0.7 us x rows + factor_work / 1e9)``."""
+    """A cost model of the interior-point solve: ``15 (0.7 us x rows + factor_work / 1e9)`` for
+    Clarabel, and ``15 (factor_work / 2e10 + 7.4 us x edges)`` (Newton steps) where
+    :func:`schur_first` holds."""
+    if schur_first(problem):
+        return _SCHUR_FACTORIZATIONS * (factor_work(problem) / _SCHUR_FLOP_RATE
+                                        + _SCHUR_EDGE_SECONDS * problem.n_edges)
     return _ITERATIONS * (_ROW_SECONDS * conic_rows(problem) + factor_work(problem) / _FLOP_RATE)
+
+
+def schur_first(problem: GTVProblem) -> bool:
+    """Whether :func:`solve_interior` tries :func:`~gtvcvx.solvers.schur_ipm.solve_schur` (PARDISO on
+    the node system) before Clarabel: it applies, and the graph has at least
+    :data:`~gtvcvx.solvers.schur_ipm.SCHUR_MIN_EDGES` edges."""
+    return problem.n_edges >= SCHUR_MIN_EDGES and not schur_refusal(problem)
 
 
 def factor_work(problem: GTVProblem) -> float:
@@ -494,6 +514,12 @@ def solve_interior(problem: GTVProblem, tol: float = 1e-6, *, max_iter: int = 20
                    verbose: bool = False) -> GTVResult:
     r"""Solve a small GTV problem by one interior-point call (Clarabel), certified by gtvcvx.
 
+    Where :func:`schur_first` holds (a quadratic loss, a norm2 / norm1 penalty, at least
+    :data:`~gtvcvx.solvers.schur_ipm.SCHUR_MIN_EDGES` edges, PARDISO installed), the node-system
+    interior-point method :func:`~gtvcvx.solvers.schur_ipm.solve_schur` runs first; Clarabel
+    only if its answer does not certify ``tol`` (the better certified answer is returned,
+    ``info["interior_backend"]`` says whose, ``info["interior_runs"]`` both runs).
+
     Parameters
     ----------
     problem : GTVProblem
@@ -513,7 +539,8 @@ def solve_interior(problem: GTVProblem, tol: float = 1e-6, *, max_iter: int = 20
     -------
     GTVResult
         ``info["method"] = "interior"``, ``iterations`` = interior-point iterations,
-        ``info["clarabel_status"]``. A Clarabel failure (or an answer the certificate does not
+        ``info["clarabel_status"]`` (Clarabel's answers) or ``info["factorizations"]`` (the Schur
+        method's). A Clarabel failure (or an answer the certificate does not
         confirm to ``tol``) gives a non-optimal status with the reason in ``message``; the caller
         (``gtvcvx.solve``) then continues with the first-order core from this point.
 
@@ -534,6 +561,32 @@ def solve_interior(problem: GTVProblem, tol: float = 1e-6, *, max_iter: int = 20
     reason = interior_refusal(problem)
     if reason:
         raise CapabilityError(f"the interior-point solve does not apply: {reason}; use method='halpern'")
+    if not schur_first(problem):
+        return _solve_clarabel(problem, tol, max_iter, time_limit, verbose)
+    t_start = time.perf_counter()
+    schur = solve_schur(problem, tol, max_iter=min(max_iter, SCHUR_MAX_STEPS), time_limit=time_limit)
+    schur.info.update(method="interior", interior_backend="schur")
+    spent = time.perf_counter() - t_start
+    if (schur.status == Status.OPTIMAL or max_iter <= schur.iterations
+            or (time_limit is not None and spent >= time_limit)):
+        return schur
+    # Clarabel on what is left; the better certified answer is returned, charged with both runs
+    clarabel_result = _solve_clarabel(problem, tol, max_iter - schur.iterations,
+                                      None if time_limit is None else time_limit - spent, verbose)
+    runs = {"schur": {"status": str(schur.status), "rel_gap": schur.rel_gap, "iterations": schur.iterations,
+                      "seconds": spent, "message": schur.message},
+            "clarabel": {"status": str(clarabel_result.status), "rel_gap": clarabel_result.rel_gap,
+                         "iterations": clarabel_result.iterations, "message": clarabel_result.message}}
+    best = clarabel_result if clarabel_result.rel_gap <= schur.rel_gap else schur  # (a failure's gap is NaN)
+    best.info.update(method="interior", interior_backend="clarabel" if best is clarabel_result else "schur",
+                     interior_runs=runs)
+    return dataclasses.replace(best, iterations=schur.iterations + clarabel_result.iterations,
+                               solve_time=time.perf_counter() - t_start - best.setup_time)
+
+
+def _solve_clarabel(problem: GTVProblem, tol: float, max_iter: int, time_limit: float | None,
+                    verbose: bool) -> GTVResult:
+    """:func:`solve_interior` by Clarabel (the conic program of :func:`build_program`)."""
     t_start = time.perf_counter()
     programs = {}
 
