@@ -141,12 +141,15 @@ def test_symmetric_solver_solves_indefinite_systems(monkeypatch, pardiso):
         pytest.skip("py-mkl-pardiso not installed")
     if not pardiso:
         monkeypatch.setattr(_sparse_factor, "_pardiso", lambda: None)
+    monkeypatch.setattr(_sparse_factor, "PARDISO_MIN_SIZE", 0)  # (small systems go to SuperLU by default)
     rng = np.random.default_rng(5)
     B = sp.random(40, 40, density=0.1, random_state=6)
     matrix = (B + B.T + sp.diags(np.where(np.arange(40) % 2, 3.0, -3.0))).tocsc()  # symmetric, indefinite
     rhs = rng.normal(size=40)
-    x = _sparse_factor.symmetric_solver(matrix)(rhs)
-    assert np.allclose(matrix @ x, rhs, atol=1e-10)
+    solve = _sparse_factor.symmetric_solver(matrix)
+    assert np.allclose(matrix @ solve(rhs), rhs, atol=1e-10)
+    # PARDISO's solve is a bound method of its factor, SuperLU's of its LU object
+    assert type(getattr(solve, "__self__", None)).__name__ == ("SymmetricFactor" if pardiso else "SuperLU")
 
 
 def test_schur_module_declares_the_penalty_forms_it_takes():

@@ -16,7 +16,12 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-__all__ = ["pardiso_available", "SymmetricFactor", "symmetric_solver"]
+__all__ = ["pardiso_available", "SymmetricFactor", "symmetric_solver", "PARDISO_MIN_SIZE"]
+
+#: :func:`symmetric_solver` uses PARDISO from this order on; below, SuperLU's lighter setup wins
+#: (measured, random sparse symmetric matrices, 10 entries per row: order 50 2.7 vs 0.35 ms, 300
+#: 9.1 vs 7.3 ms, 2,000 0.32 vs 0.49 s, 9,000 7.5 vs 26 s).
+PARDISO_MIN_SIZE = 1000
 
 
 @cache
@@ -85,9 +90,9 @@ class SymmetricFactor:
 
 def symmetric_solver(matrix):
     """A solve function ``b -> A^{-1} b`` of the symmetric (nonsingular) sparse ``matrix``: PARDISO's
-    ``LDL^T`` where available, else (or when PARDISO fails) SuperLU with a minimum-degree ordering
-    of ``A + A^T``."""
-    if _pardiso() is not None:
+    ``LDL^T`` where available and the order is at least :data:`PARDISO_MIN_SIZE`, else (or when
+    PARDISO fails) SuperLU with a minimum-degree ordering of ``A + A^T``."""
+    if _pardiso() is not None and matrix.shape[0] >= PARDISO_MIN_SIZE:
         try:
             factor = SymmetricFactor(sp.triu(matrix, format="csr"), positive_definite=False)
             factor.factor(factor._pattern.data)
