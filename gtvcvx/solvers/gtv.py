@@ -153,7 +153,9 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
         iterations). ``"interior"``: one interior-point solve of the problem's conic form by
         Clarabel (no CVXPY compilation), certified by gtvcvx
         (:func:`gtvcvx.solvers.interior.solve_interior`; ignores ``warm_start``, calls
-        ``callback`` once). The result's ``info["method"]`` names the method that ran.
+        ``callback`` once); from 2,000 edges, quadratic losses with l2 / l1 penalties go first
+        to gtvcvx's own interior-point method on the node system
+        (:func:`gtvcvx.solvers.schur_ipm.solve_schur`, PARDISO; ``info["interior_backend"]``). The result's ``info["method"]`` names the method that ran.
     eta : float
         Step-size safety factor (< 1 keeps the PDHG metric positive definite).
     reflection : float
