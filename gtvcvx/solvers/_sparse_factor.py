@@ -19,9 +19,10 @@ import scipy.sparse.linalg as spla
 __all__ = ["pardiso_available", "SymmetricFactor", "symmetric_solver", "PARDISO_MIN_SIZE"]
 
 #: :func:`symmetric_solver` uses PARDISO from this order on; below, SuperLU's lighter setup wins
-#: (measured, random sparse symmetric matrices, 10 entries per row: order 50 2.7 vs 0.35 ms, 300
-#: 9.1 vs 7.3 ms, 2,000 0.32 vs 0.49 s, 9,000 7.5 vs 26 s).
-PARDISO_MIN_SIZE = 1000
+#: (measured on the certificate's Grams, PARDISO vs SuperLU: the 15 x 15 grid with d = 11, order
+#: 2,475, 18.7 vs 13.0 ms; a 2-D 5-NN graph, 1,000 nodes, d = 4, order 4,000, 25 vs 17 ms; the
+#: digits 5-NN graph, d = 5, order 8,985, 76 vs 225 ms).
+PARDISO_MIN_SIZE = 5000
 
 
 @cache
