@@ -155,3 +155,33 @@ def test_symmetric_solver_solves_indefinite_systems(monkeypatch, pardiso):
 def test_schur_module_declares_the_penalty_forms_it_takes():
     assert set(schur_ipm.CONES) == {"norm2", "norm1"}
     assert set(schur_ipm.CONES) <= set(interior.PENALTY_FORMS)
+
+
+@needs_pardiso
+def test_auto_takes_it_beyond_clarabels_row_limit(monkeypatch):
+    """``auto`` considers the interior-point solve only up to AUTO_MAX_ROWS conic rows (Clarabel's
+    size); the Schur method builds no conic program, so where it applies the limit is its own
+    (AUTO_MAX_SCHUR_EDGES)."""
+    problem = _knn_problem(g.Norm2())
+    monkeypatch.setattr(interior, "SCHUR_MIN_EDGES", 0)
+    monkeypatch.setattr(interior, "AUTO_MAX_ROWS", 10)
+    assert interior.auto_plan(problem)[0] == "interior"
+    result = g.solve(problem, tol=1e-6)
+    assert result.info["method"] == "interior" and result.info["interior_backend"] == "schur"
+    monkeypatch.setattr(interior, "AUTO_MAX_SCHUR_EDGES", problem.n_edges - 1)
+    assert interior.auto_plan(problem)[0] == "core"
+
+
+@needs_pardiso
+def test_an_uncertified_schur_answer_is_returned_where_clarabel_would_be_too_slow(monkeypatch):
+    problem = _knn_problem(g.Norm1())
+    monkeypatch.setattr(interior, "SCHUR_MIN_EDGES", 0)
+    monkeypatch.setattr(interior, "SCHUR_MAX_STEPS", 2)
+    monkeypatch.setattr(interior, "_clarabel_seconds", lambda problem: 1e9)
+    result = interior.solve_interior(problem, tol=1e-6)
+    assert result.status == Status.MAX_ITER and result.info["interior_backend"] == "schur"
+    assert "Clarabel not tried" in result.message and "clarabel_status" not in result.info
+    # auto goes on from it with the first-order core and certifies
+    monkeypatch.setattr(interior, "AUTO_SECONDS_DEFICIENT", 1e9)
+    final = g.solve(problem, tol=1e-6)
+    assert final.status == Status.OPTIMAL and final.info["method"] == "interior+halpern"

@@ -64,7 +64,7 @@ from .schur_ipm import SCHUR_MIN_EDGES, schur_refusal, solve_schur
 
 __all__ = ["auto_interior", "auto_plan", "build_program", "conic_rows", "factor_work", "interior_refusal", "solve_interior",
            "predicted_seconds", "LOSS_FORMS", "PENALTY_FORMS", "MAX_CONIC_ROWS", "MAX_SECONDS",
-           "AUTO_MAX_ROWS", "AUTO_SECONDS", "AUTO_SECONDS_DEFICIENT"]
+           "AUTO_MAX_ROWS", "AUTO_MAX_SCHUR_EDGES", "AUTO_SECONDS", "AUTO_SECONDS_DEFICIENT"]
 
 LOSS_FORMS = ("squared_residual", "absolute_residual", "huber_residual", "hinge_margin", "logistic_margin",
               "squared_distance")
@@ -88,6 +88,10 @@ MAX_SECONDS = 30.0
 #: 0.14-0.59 s vs 0.10-0.34 s, while tiny ones (the bundled specs, 10-120 nodes) take 3-18 ms vs
 #: 10-170 ms.
 AUTO_MAX_ROWS = 200_000
+#: ... except where :func:`schur_first` holds, up to this many edges (no conic program is built;
+#: measured: a 2-D 5-NN graph of 20,000 nodes, one sample each, d = 4, 59,840 edges, 538,560
+#: conic rows: the Schur method 6.2 s, predicted 7.0 s, where ``auto`` took the core, 23.3 s).
+AUTO_MAX_SCHUR_EDGES = 250_000
 AUTO_SECONDS_DEFICIENT = 2.0
 AUTO_SECONDS = 0.05
 #: Between :data:`AUTO_SECONDS_DEFICIENT` and :data:`MAX_SECONDS` (nodes leaving ``w_i``
@@ -240,7 +244,8 @@ def auto_plan(problem: GTVProblem) -> tuple[str, float]:
     """How ``method="auto"`` uses the interior-point solve: ``("interior", 0)`` at once,
     ``("race", seconds)`` the core first for ``seconds`` and then the interior-point solve, or
     ``("core", 0)`` not at all (see :data:`AUTO_MAX_ROWS`, :data:`AUTO_RACE_FRACTION`)."""
-    if conic_rows(problem) > AUTO_MAX_ROWS or _form_refusal(problem):
+    schur = schur_first(problem) and problem.n_edges <= AUTO_MAX_SCHUR_EDGES  # (no Clarabel rows to bound)
+    if (conic_rows(problem) > AUTO_MAX_ROWS and not schur) or _form_refusal(problem):
         return "core", 0.0
     seconds = predicted_seconds(problem)
     # some node leaves part of w_i undetermined (rank X_i < d, or no data): the core's slow case
@@ -260,6 +265,10 @@ def predicted_seconds(problem: GTVProblem) -> float:
     if schur_first(problem):
         return _SCHUR_FACTORIZATIONS * (factor_work(problem) / _SCHUR_FLOP_RATE
                                         + _SCHUR_EDGE_SECONDS * problem.n_edges)
+    return _clarabel_seconds(problem)
+
+
+def _clarabel_seconds(problem: GTVProblem) -> float:
     return _ITERATIONS * (_ROW_SECONDS * conic_rows(problem) + factor_work(problem) / _FLOP_RATE)
 
 
@@ -569,6 +578,12 @@ def solve_interior(problem: GTVProblem, tol: float = 1e-6, *, max_iter: int = 20
     spent = time.perf_counter() - t_start
     if (schur.status == Status.OPTIMAL or max_iter <= schur.iterations
             or (time_limit is not None and spent >= time_limit)):
+        return schur
+    clarabel_seconds = _clarabel_seconds(problem)
+    if conic_rows(problem) > AUTO_MAX_ROWS or clarabel_seconds > MAX_SECONDS:
+        # (beyond Clarabel's size rules: the caller goes on from this answer, e.g. auto's core)
+        schur.message = "; ".join(part for part in (schur.message, (
+            f"Clarabel not tried ({conic_rows(problem)} conic rows, predicted {clarabel_seconds:.3g} s)")) if part)
         return schur
     # Clarabel on what is left; the better certified answer is returned, charged with both runs
     clarabel_result = _solve_clarabel(problem, tol, max_iter - schur.iterations,
