@@ -27,3 +27,13 @@ def test_peak_memory_is_the_calls_own():
     # the call's 100 MiB, not the build's 400 (the process's peak since start said 400 + imports)
     assert 80 <= run.extra_mb <= 200
     assert run.peak_mb < run.baseline_mb + 300
+
+
+def test_clustering_bench_million_seeds_are_parsed_with_clear_errors():
+    from gtvcvx.bench.clustering import million_seeds
+
+    assert million_seeds("1") == [1]
+    assert million_seeds("1, 0,2") == [1, 0, 2]
+    for bad in ("", "a", "1,-2", "1.5"):
+        with pytest.raises(SystemExit, match="--million-seeds"):
+            million_seeds(bad)

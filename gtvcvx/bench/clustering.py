@@ -66,6 +66,8 @@ def add_arguments(parser) -> None:
                         help="seconds allowed per gtvcvx solve in part 2 (default 1200)")
     parser.add_argument("--n-million", type=int, default=MILLION["n"],
                         help=f"points of part 4, CCMM's scale in {MILLION['d']}-D (default {MILLION['n']}; 0 skips it)")
+    parser.add_argument("--million-seeds", default="1",
+                        help="seeds of part 4's point sets, comma separated, one run each (default 1)")
 
 
 # ---------------------------------------------------------------------------------- builders
@@ -242,23 +244,38 @@ def _scale_part(args, bar: Progress) -> tuple[str, list[dict]]:
     return format_table(rows), rows
 
 
+def million_seeds(text: str) -> list[int]:
+    """``--million-seeds``: non-negative integers, comma separated."""
+    try:
+        seeds = [int(part) for part in str(text).split(",") if part.strip()]
+    except ValueError:
+        raise SystemExit(f"--million-seeds must be comma-separated integers, got {text!r}") from None
+    if not seeds or min(seeds) < 0:
+        raise SystemExit(f"--million-seeds must name at least one seed >= 0, got {text!r}")
+    return seeds
+
+
 def _million_part(args, bar: Progress) -> tuple[str, list[dict]]:
     n = 20_000 if args.quick else args.n_million
     d, k, tol = MILLION["d"], MILLION["k"], MILLION["tol"]
-    run = measured(bar, f"Halpern PDHG n={n} d={d} tol={tol:g}", build_blobs_timed,
-                       {"n": n, "d": d, "k": k, "lam": args.lam, "seed": 1}, call_fast_timed,
+    rows = []
+    for seed in million_seeds(args.million_seeds):
+        run = measured(bar, f"Halpern PDHG n={n} d={d} tol={tol:g} seed={seed}", build_blobs_timed,
+                       {"n": n, "d": d, "k": k, "lam": args.lam, "seed": seed}, call_fast_timed,
                        {"tol": tol, "time_limit": args.scale_time_limit, "method": "halpern"},
                        timeout=args.scale_time_limit * 2 + 600)
-    dd = run.data
-    solve = _total(dd) if run.ok else float("nan")
-    row = {"n": n, "d": d, "k": k, "n_edges": dd.get("n_edges"), "tol": tol,
-           "status": dd.get("status") if run.ok else run.error, "rel_gap": dd.get("rel_gap"),
-           "n_clusters": dd.get("n_clusters"), "iterations": dd.get("iterations"), "graph_s": dd.get("graph_time"),
-           "setup_s": dd.get("setup_time"), "solve_s": dd.get("solve_time"), "certificate_s": dd.get("certificate_time"),
-           "setup_plus_solve_s": solve, "call_s": dd.get("call_time"), "labels_s": dd.get("labels_time"),
-           "graph_plus_call_s": (dd.get("graph_time") or 0.0) + (dd.get("call_time") or 0.0) if run.ok else float("nan"),
-           "wall_s": run.wall, "peak_MiB": run.peak_mb}
-    return format_table([row]), [row]
+        dd = run.data
+        solve = _total(dd) if run.ok else float("nan")
+        rows.append({"n": n, "d": d, "k": k, "seed": seed, "n_edges": dd.get("n_edges"), "tol": tol,
+                     "status": dd.get("status") if run.ok else run.error, "rel_gap": dd.get("rel_gap"),
+                     "n_clusters": dd.get("n_clusters"), "iterations": dd.get("iterations"),
+                     "graph_s": dd.get("graph_time"), "setup_s": dd.get("setup_time"), "solve_s": dd.get("solve_time"),
+                     "certificate_s": dd.get("certificate_time"), "setup_plus_solve_s": solve,
+                     "call_s": dd.get("call_time"), "labels_s": dd.get("labels_time"),
+                     "graph_plus_call_s": ((dd.get("graph_time") or 0.0) + (dd.get("call_time") or 0.0)
+                                           if run.ok else float("nan")),
+                     "wall_s": run.wall, "peak_MiB": run.peak_mb})
+    return format_table(rows), rows
 
 
 def _compile_part(args, bar: Progress) -> tuple[str, list[dict]]:
@@ -285,7 +302,8 @@ def run(args) -> int:
                 "temporaries not), extra_MiB what the call added on top of them.", ""]
     sizes = [n] + ([args.n_large] if args.n_large and not args.quick else [])
     total = (len(sizes) * (len(methods) + (0 if args.skip_references else 2))
-             + (0 if args.skip_scale else len(_scale_grid(args)) * len(methods)) + (1 if args.n_million else 0) + 1)
+             + (0 if args.skip_scale else len(_scale_grid(args)) * len(methods))
+             + (len(million_seeds(args.million_seeds)) if args.n_million else 0) + 1)
     bar = Progress(total)
     try:
         rows_all = _parts(args, bar, sizes, methods, sections)
@@ -326,7 +344,8 @@ def _parts(args, bar: Progress, sizes: list[int], methods: list[str], sections: 
         md, rows = _million_part(args, bar)
         sections += [f"### CCMM's scale: {MILLION['d']}-D, k = {MILLION['k']}, certified relative gap {MILLION['tol']:g}",
                      "", "Five standardized Gaussian blobs (separation 4) in 7-D, the Gaussian 10-NN graph, "
-                     f"lam = {args.lam:g}; `gtvcvx.solve(method=\"halpern\", tol={MILLION['tol']:g})`. graph_s: "
+                     f"lam = {args.lam:g}; `gtvcvx.solve(method=\"halpern\", tol={MILLION['tol']:g})`, one run per seed of "
+                     "the point set (`--million-seeds`). graph_s: "
                      "points, standardization and the k-NN graph (scipy's cKDTree); setup_s: the solver's setup "
                      "(the locality relabelling of large graphs included); setup_plus_solve_s: the solver's setup "
                      "and iterations; call_s: until `gtvcvx.solve` returned (its result assembled: flows in the "
