@@ -185,3 +185,26 @@ def test_an_uncertified_schur_answer_is_returned_where_clarabel_would_be_too_slo
     monkeypatch.setattr(interior, "AUTO_SECONDS_DEFICIENT", 1e9)
     final = g.solve(problem, tol=1e-6)
     assert final.status == Status.OPTIMAL and final.info["method"] == "interior+halpern"
+
+
+@needs_pardiso
+def test_badly_scaled_data_stop_early_and_go_to_clarabel(monkeypatch):
+    """Feature scales spanning 1e-3 .. 1e5 with one sample per node: the method's barrier
+    parameter crawls (it has no equilibration); it stops within a few tens of steps, says why, and
+    solve_interior's Clarabel (Ruiz-equilibrated) certifies."""
+    rng = np.random.default_rng(0)
+    n, d = 300, 4
+    graph = g.graphs.knn(rng.normal(size=(n, 2)), 5)
+    scales = np.array([1e-3, 1.0, 1e3, 1e5])
+    X = [rng.normal(size=(1, d)) * scales for _ in range(n)]
+    truth = rng.normal(size=d) / scales
+    y = [Xi @ truth + rng.normal(size=1) for Xi in X]
+    problem = g.GTVProblem(graph, g.SquaredError(X, y, d=d), g.Norm2(), 0.05)
+    with np.errstate(all="ignore"):
+        alone = solve_schur(problem, tol=1e-6)
+        assert alone.status == Status.INACCURATE and alone.iterations <= 40
+        assert "barrier parameter fell less than" in alone.message
+        monkeypatch.setattr(interior, "SCHUR_MIN_EDGES", 0)
+        result = interior.solve_interior(problem, tol=1e-6)
+    assert result.status == Status.OPTIMAL and result.info["interior_backend"] == "clarabel"
+    assert result.info["interior_runs"]["schur"]["status"] == "inaccurate"
