@@ -17,9 +17,12 @@ predictor-corrector with Nesterov-Todd scaling in the form of CVXOPT's ``coneqp`
 infeasible start; no homogeneous embedding: GTV problems are always primal and dual feasible).
 
 Its Newton systems are never formed whole (one factorization per step serves the affine and the
-combined direction; each solve is refined against the unreduced equations): with the scaling ``H_e`` of cone ``e``, the local block
-``N_e = A^T H_e^{-1} A`` over ``(t_e, z_e)`` is reduced to ``z_e`` by eliminating ``t_e``
-(``S_e = N_zz - N_zt N_tt^{-1} N_tz``, batched over the edges), and the node system
+combined direction; each solve is refined once against the unreduced equations): with the scaling
+``H_e`` of cone ``e``, the local block ``N_e = A^T H_e^{-1} A`` over ``(t_e, z_e)`` is reduced to
+``z_e`` by eliminating ``t_e``, ``S_e = N_zz - N_zt N_tt^{-1} N_tz``, computed batched over the
+edges without that difference (block inversion: ``S_e = ((A^{-1} H_e A^{-T})_zz)^{-1}``, a Gram
+matrix; the difference cancels near the optimum, where the scalings span many orders of
+magnitude), and the node system
 
 .. math:: (\operatorname{blockdiag}(H_i) + D^T \operatorname{blockdiag}(S_e) D)\, \Delta W = r
 
