@@ -1,11 +1,12 @@
 """Sparse symmetric factorizations: Intel oneMKL PARDISO where installed, SuperLU otherwise.
 
 PARDISO (through ``py-mkl-pardiso``, a pybind11 wrapper with MKL linked statically; Linux and
-Windows on x86-64) is a supernodal, multithreaded direct solver: on the digits 10-NN graph's node
-system (8,985 unknowns in 5 x 5 blocks, 6.8e8 flops per factorization) a numeric refactorization
-takes 30-45 ms, SuperLU (:func:`scipy.sparse.linalg.splu`, supernodal but unsymmetric, one
-thread) 260-330 ms and Clarabel's QDLDL (simplicial) about 550 ms. SuperLU stays the fallback
-where the wheel does not exist (other platforms) or PARDISO reports a failure.
+Windows on x86-64) is a supernodal direct solver, on one thread in these wheels (CPU time equals
+wall time, measured). On the digits 10-NN graph's node system (8,985 unknowns in 5 x 5 blocks,
+6.8e8 flops per factorization) a numeric refactorization takes 30-45 ms, SuperLU
+(:func:`scipy.sparse.linalg.splu`, supernodal but unsymmetric) 260-330 ms and Clarabel's QDLDL
+(simplicial) about 550 ms. SuperLU stays the fallback where the wheel does not exist (other
+platforms), below :data:`PARDISO_MIN_SIZE`, or where PARDISO reports a failure.
 """
 
 from __future__ import annotations
