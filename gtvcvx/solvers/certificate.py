@@ -31,7 +31,7 @@ from ..problem import GTVProblem
 from ..results import relative_gap
 from ._cg import conjugate_gradient
 from ._edge_kernels import differences, divergence, edge_norm_terms
-from ._sparse_factor import symmetric_solver
+from ._sparse_factor import block_indices, symmetric_solver
 
 __all__ = ["Certificate", "FeasibleFlow", "FlowProjector", "feasible_flow", "certify_pair", "certify_iterate",
            "stationarity",
@@ -261,13 +261,10 @@ class _ConservationOperator:
         N = np.eye(d) - np.matmul(self.Q, self.Qt)  # (n_C, d, d)
         S = self.row_scale[:, 0]
         blocks = (L.data * S[L.row] * S[L.col])[:, None, None] * np.matmul(N[L.row], N[L.col])
-        block = np.arange(d)
-        rows = (L.row[:, None, None] * d + block[None, :, None]).repeat(d, axis=2)
-        cols = (L.col[:, None, None] * d + block[None, None, :]).repeat(d, axis=1)
+        rows, cols = block_indices(L.row, L.col, d)
         size = self.nodes.size * d
         free = np.eye(d) - N  # Q_i Q_i^T
-        diag_rows = (np.arange(self.nodes.size)[:, None, None] * d + block[None, :, None]).repeat(d, axis=2)
-        diag_cols = (np.arange(self.nodes.size)[:, None, None] * d + block[None, None, :]).repeat(d, axis=1)
+        diag_rows, diag_cols = block_indices(np.arange(self.nodes.size), np.arange(self.nodes.size), d)
         data = np.concatenate([blocks.ravel(), free.ravel(), np.full(size, FACTOR_SHIFT)])
         rr = np.concatenate([rows.ravel(), diag_rows.ravel(), np.arange(size)])
         cc = np.concatenate([cols.ravel(), diag_cols.ravel(), np.arange(size)])

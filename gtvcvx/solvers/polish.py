@@ -47,6 +47,7 @@ from ..capabilities import provides
 from ..problem import GTVProblem
 from ..results import relative_gap
 from ._edge_kernels import difference_norms, differences, divergence
+from ._sparse_factor import block_indices
 from .certificate import Certificate, certify_pair
 from .certify import flow_from_primal
 from .quadratic import MAX_BLOCK_ENTRIES, node_quadratics
@@ -96,17 +97,14 @@ def reduced_newton(Hc, gc, pairs, caps_q, v, *, max_iter: int = 40, t_min: float
     k, d = v.shape
     a, b = pairs[:, 0], pairs[:, 1]
     eye = np.eye(d)
-    rows_diag = (np.arange(k)[:, None, None] * d + np.arange(d)[None, :, None]).repeat(d, axis=2)
-    cols_diag = rows_diag.transpose(0, 2, 1)
+    # the Hessian's pattern: node blocks, then the (a, a), (b, b), (a, b), (b, a) blocks of the pairs
+    patterns = [block_indices(i, j, d) for i, j in ((np.arange(k), np.arange(k)), (a, a), (b, b), (a, b), (b, a))]
+    rows = np.concatenate([r.ravel() for r, _ in patterns])
+    cols = np.concatenate([c.ravel() for _, c in patterns])
 
     def value(x):
         norms = np.linalg.norm(x[a] - x[b], axis=1)
         return float(0.5 * np.einsum("cd,cde,ce->", x, Hc, x) + np.einsum("cd,cd->", gc, x) + caps_q @ norms)
-
-    def block_indices(i, j):
-        r = (i[:, None, None] * d + np.arange(d)[None, :, None]).repeat(d, axis=2)
-        c = (j[:, None, None] * d + np.arange(d)[None, None, :]).repeat(d, axis=1)
-        return r, c
 
     x = v.copy()
     f = value(x)
@@ -121,12 +119,6 @@ def reduced_newton(Hc, gc, pairs, caps_q, v, *, max_iter: int = 40, t_min: float
         np.add.at(grad, a, caps_q[:, None] * unit)
         np.add.at(grad, b, -caps_q[:, None] * unit)
         blocks = (caps_q / norms)[:, None, None] * (eye[None] - unit[:, :, None] * unit[:, None, :])
-        r_aa, c_aa = block_indices(a, a)
-        r_bb, c_bb = block_indices(b, b)
-        r_ab, c_ab = block_indices(a, b)
-        r_ba, c_ba = block_indices(b, a)
-        rows = np.concatenate([rows_diag.ravel(), r_aa.ravel(), r_bb.ravel(), r_ab.ravel(), r_ba.ravel()])
-        cols = np.concatenate([cols_diag.ravel(), c_aa.ravel(), c_bb.ravel(), c_ab.ravel(), c_ba.ravel()])
         vals = np.concatenate([Hc.ravel(), blocks.ravel(), blocks.ravel(), -blocks.ravel(), -blocks.ravel()])
         hess = sp.csc_matrix((vals, (rows, cols)), shape=(k * d, k * d))
         ridge = 1e-14 * (1.0 + float(np.abs(vals).max(initial=0.0)))
@@ -310,8 +302,8 @@ def _coordinate_solve(problem: GTVProblem, W, labels, unknowns: int, H, g0):
     signed = np.where(labels[head] != labels[tail], np.sign(differences(graph, W)), 0.0) * caps[:, None]
     linear = g0 + divergence(graph, signed)  # g + D^T (c o S)
     select = sp.csr_matrix((np.ones(n * d), (np.arange(n * d), labels.ravel())), shape=(n * d, unknowns))
-    rows = np.repeat(np.arange(n * d).reshape(n, d, 1), d, axis=2)
-    hess = sp.csr_matrix((H.ravel(), (rows.ravel(), rows.transpose(0, 2, 1).ravel())), shape=(n * d, n * d))
+    rows, cols = block_indices(np.arange(n), np.arange(n), d)
+    hess = sp.csr_matrix((H.ravel(), (rows.ravel(), cols.ravel())), shape=(n * d, n * d))
     reduced = (select.T @ hess @ select).tocsc()
     ridge = 1e-14 * (1.0 + float(abs(reduced).max()))  # (a cluster its data do not determine)
     v = spsolve(reduced + ridge * sp.identity(unknowns, format="csc"), -(select.T @ linear.ravel()))

@@ -64,7 +64,8 @@ from ..capabilities import CapabilityError
 from ..problem import GTVProblem
 from ..results import GTVResult, Status
 from ._pdhg_common import uniqueness_note
-from ._sparse_factor import SymmetricFactor, pardiso_available
+from ._edge_kernels import differences, divergence
+from ._sparse_factor import SymmetricFactor, block_indices, pardiso_available
 from .certificate import certify_pair, stationarity
 from .quadratic import MAX_BLOCK_ENTRIES, node_quadratics
 
@@ -271,17 +272,10 @@ class _NodeSystem:
     def __init__(self, graph, d: int, H: np.ndarray):
         n = graph.n
         head, tail = graph.end_columns
-        low, high = np.minimum(head, tail), np.maximum(head, tail)
-        within = np.arange(d)
-
-        def entries(r, c):  # block (r, c) -> its d x d scalar rows and columns
-            rows = (r[:, None, None] * d + within[None, :, None]).repeat(d, axis=2)
-            cols = (c[:, None, None] * d + within[None, None, :]).repeat(d, axis=1)
-            return rows.ravel(), cols.ravel()
-
-        node_rows, node_cols = entries(np.arange(n), np.arange(n))
-        edge_rows, edge_cols = entries(low, high)
-        rows, cols = np.concatenate([node_rows, edge_rows]), np.concatenate([node_cols, edge_cols])
+        node_rows, node_cols = block_indices(np.arange(n), np.arange(n), d)
+        edge_rows, edge_cols = block_indices(np.minimum(head, tail), np.maximum(head, tail), d)
+        rows = np.concatenate([node_rows.ravel(), edge_rows.ravel()])
+        cols = np.concatenate([node_cols.ravel(), edge_cols.ravel()])
         upper = rows <= cols
         ids = np.flatnonzero(upper)
         pattern = sp.csr_matrix((ids + 1.0, (rows[upper], cols[upper])), shape=(n * d, n * d))
@@ -358,17 +352,16 @@ def solve_schur(problem: GTVProblem, tol: float = 1e-6, *, max_iter: int = MAX_S
     cones = CONES[problem.penalty.conic_form](E, d)
     A, t_size, k = cones.A, cones.t_size, cones.k
     cost_t = np.repeat(problem.capacities[:, None], t_size, axis=1)
-    D = graph.incidence
     system = _NodeSystem(graph, d, H)
     shift = 1e-11 * max(1.0, float(np.abs(H).max()))
     factorizations = 0
 
     def G_times(W, t):  # (E, k): -A (t_e, (D W)_e)
-        return -(np.concatenate([t, D @ W], axis=1) @ A.T)
+        return -(np.concatenate([t, differences(graph, W)], axis=1) @ A.T)
 
     def G_transpose(z):  # (node part (n, d), t part (E, t_size))
         y = -(z @ A)
-        return D.T @ y[:, t_size:], y[:, :t_size]
+        return divergence(graph, y[:, t_size:]), y[:, :t_size]
 
     def factorize(scaling):
         """Reduce and factor the Newton system for the cones' scaling (``H_nt = W_nt^2``; see
@@ -394,8 +387,8 @@ def solve_schur(problem: GTVProblem, tol: float = 1e-6, *, max_iter: int = MAX_S
         def reduced_solve(b_W, b_t, b_z):
             y_W, y_t = G_transpose(H_inv(b_z))
             r_W, r_t = b_W + y_W, b_t + y_t
-            dW = system.solve(r_W - D.T @ np.einsum("eij,ej->ei", X_T, r_t))
-            dt = np.einsum("eij,ej->ei", N_tt_inv, r_t) - np.einsum("eij,ej->ei", X, D @ dW)
+            dW = system.solve(r_W - divergence(graph, np.einsum("eij,ej->ei", X_T, r_t)))
+            dt = np.einsum("eij,ej->ei", N_tt_inv, r_t) - np.einsum("eij,ej->ei", X, differences(graph, dW))
             G_dx = G_times(dW, dt)
             return dW, dt, H_inv(G_dx - b_z), G_dx
 
