@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import _jit
 from ._validation import MAX_ELEMENTS, allocation_guard, as_float_array, check_memory, check_positive_int
 from .graph import Graph, check_graph_memory, graph_nbytes as _graph_bytes
 
@@ -241,6 +242,32 @@ def _knn_graph(pts: np.ndarray, kk: int, weights: str, phi) -> Graph:
     dist = np.empty((n, kk + 1))
     nbr = np.empty((n, kk + 1), dtype=np.intp)
     dist[order], nbr[order] = tree.query(pts[order], k=kk + 1, workers=-1)
+    if nbr.size >= _jit.MIN_ENTRIES:
+        from ._knn_kernels import compiled
+
+        pairs, sq = compiled()(nbr, dist)
+    else:
+        pairs, sq = _knn_pairs(nbr, dist)
+    # (the trusted constructor: distinct in-range pairs i < j, weights checked below)
+    if weights == "uniform":
+        return Graph(n, pairs, np.ones(pairs.shape[0]))
+    if phi is None:
+        spread = float(pts.var(axis=0).mean())
+        phi = 0.5 / spread if spread > 0 else 1.0
+    phi = float(as_float_array(phi, "phi", ndim=0))
+    if phi < 0:
+        raise ValueError(f"phi must be >= 0, got {phi}")
+    w = np.exp(-phi * sq)
+    if (w <= 0).any():
+        raise ValueError(
+            f"phi = {phi:g} makes some Gaussian weights underflow to 0; use a smaller phi or "
+            "standardize the points")
+    return Graph(n, pairs, w)
+
+
+def _knn_pairs(nbr: np.ndarray, dist: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """NumPy twin of :func:`gtvcvx._knn_kernels.knn_pairs` (same pairs, same distances)."""
+    n, kk = nbr.shape[0], nbr.shape[1] - 1
     # Drop each point itself; with duplicate points "self" may not come first.
     own = nbr == np.arange(n)[:, None]
     no_own = ~own.any(axis=1)
@@ -266,19 +293,4 @@ def _knn_graph(pts: np.ndarray, kk: int, weights: str, phi) -> Graph:
     pairs = np.empty((order.size, 2), dtype=np.int64)
     np.take(low, order, out=pairs[:, 0])
     np.take(high, order, out=pairs[:, 1])
-    sq = sq[order]
-    # (the trusted constructor: distinct in-range pairs i < j, weights checked below)
-    if weights == "uniform":
-        return Graph(n, pairs, np.ones(pairs.shape[0]))
-    if phi is None:
-        spread = float(pts.var(axis=0).mean())
-        phi = 0.5 / spread if spread > 0 else 1.0
-    phi = float(as_float_array(phi, "phi", ndim=0))
-    if phi < 0:
-        raise ValueError(f"phi must be >= 0, got {phi}")
-    w = np.exp(-phi * sq)
-    if (w <= 0).any():
-        raise ValueError(
-            f"phi = {phi:g} makes some Gaussian weights underflow to 0; use a smaller phi or "
-            "standardize the points")
-    return Graph(n, pairs, w)
+    return pairs, sq[order]

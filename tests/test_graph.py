@@ -140,6 +140,30 @@ def test_knn_is_the_union_of_the_k_nearest_relations(k):
     assert np.allclose(G.weights, np.exp(-0.3 * dist2[G.edges[:, 0], G.edges[:, 1]]), rtol=1e-13, atol=0)
     assert Graph.from_edges(G.n, G.edges, G.weights) == G
 
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_knn_pair_kernel_matches_its_numpy_twin(parallel):
+    """The compiled pair list (used from 2^20 neighbour entries) gives the twin's pairs and
+    distances bit for bit: continuous points, a lattice full of ties and duplicates, and a hub
+    listed by 600 points (its segment is sorted by argsort, not insertion)."""
+    from scipy.spatial import cKDTree
+
+    from gtvcvx import _knn_kernels
+
+    rng = np.random.default_rng(7)
+    sphere = rng.normal(size=(600, 200))  # in 200-D the centre is every sphere point's nearest
+    sphere /= np.linalg.norm(sphere, axis=1, keepdims=True)
+    clouds = [rng.normal(size=(300, 3)), rng.integers(0, 3, size=(200, 2)).astype(float),
+              np.vstack([np.zeros((1, 200)), sphere])]
+    for pts, k in zip(clouds, [6, 4, 3]):
+        dist, nbr = cKDTree(pts).query(pts, k=k + 1)
+        want_pairs, want_sq = graphs._knn_pairs(nbr, dist)
+        pairs, sq = _knn_kernels._load(parallel)(nbr, dist)
+        assert pairs.tolist() == want_pairs.tolist()
+        assert np.array_equal(sq, want_sq)
+    assert (want_pairs[:, 0] == 0).sum() == 600  # the hub's segment
+
+
 def test_edge_components_keep_only_the_given_edges():
     graph = Graph.from_edges(5, [[0, 1], [1, 2], [3, 4]])
     assert graph.edge_components()[0] == graph.n_components == 2
