@@ -10,6 +10,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
+from . import _jit
 from ._validation import (MAX_ELEMENTS, ResourceLimitError, allocation_guard, as_float_array, as_index_array,
                           check_memory, check_positive_int)
 
@@ -456,6 +457,13 @@ class Graph:
         labels : ndarray of int64 (n,)
             Component of every node, ``0..count-1`` (isolated nodes are their own component).
         """
+        if self.n_edges >= _jit.MIN_ENTRIES:  # union-find: no sparse matrix and its transpose
+            from ._graph_kernels import components_compiled
+
+            keep = np.zeros(self.n_edges, dtype=bool)
+            keep[slice(None) if edges is None else np.asarray(edges)] = True  # (a mask or indices)
+            count, labels = components_compiled()(self.n, *self.end_columns, keep)
+            return int(count), labels
         kept = self.edges if edges is None else self.edges[np.asarray(edges)]
         with allocation_guard(f"the connected components of a graph with n = {self.n} nodes"):
             adjacency = sp.csr_matrix((np.ones(len(kept)), (kept[:, 0], kept[:, 1])), shape=(self.n, self.n))

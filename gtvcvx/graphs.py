@@ -243,9 +243,9 @@ def _knn_graph(pts: np.ndarray, kk: int, weights: str, phi) -> Graph:
     nbr = np.empty((n, kk + 1), dtype=np.intp)
     dist[order], nbr[order] = tree.query(pts[order], k=kk + 1, workers=-1)
     if nbr.size >= _jit.MIN_ENTRIES:
-        from ._knn_kernels import compiled
+        from ._graph_kernels import knn_pairs_compiled
 
-        pairs, sq = compiled()(nbr, dist)
+        pairs, sq = knn_pairs_compiled()(nbr, dist)
     else:
         pairs, sq = _knn_pairs(nbr, dist)
     # (the trusted constructor: distinct in-range pairs i < j, weights checked below)
@@ -266,7 +266,7 @@ def _knn_graph(pts: np.ndarray, kk: int, weights: str, phi) -> Graph:
 
 
 def _knn_pairs(nbr: np.ndarray, dist: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """NumPy twin of :func:`gtvcvx._knn_kernels.knn_pairs` (same pairs, same distances)."""
+    """NumPy twin of :func:`gtvcvx._graph_kernels.knn_pairs` (same pairs, same distances)."""
     n, kk = nbr.shape[0], nbr.shape[1] - 1
     # Drop each point itself; with duplicate points "self" may not come first.
     own = nbr == np.arange(n)[:, None]

@@ -148,7 +148,7 @@ def test_knn_pair_kernel_matches_its_numpy_twin(parallel):
     listed by 600 points (its segment is sorted by argsort, not insertion)."""
     from scipy.spatial import cKDTree
 
-    from gtvcvx import _knn_kernels
+    from gtvcvx import _graph_kernels
 
     rng = np.random.default_rng(7)
     sphere = rng.normal(size=(600, 200))  # in 200-D the centre is every sphere point's nearest
@@ -158,7 +158,7 @@ def test_knn_pair_kernel_matches_its_numpy_twin(parallel):
     for pts, k in zip(clouds, [6, 4, 3]):
         dist, nbr = cKDTree(pts).query(pts, k=k + 1)
         want_pairs, want_sq = graphs._knn_pairs(nbr, dist)
-        pairs, sq = _knn_kernels._load(parallel)(nbr, dist)
+        pairs, sq = _graph_kernels._load_knn_pairs(parallel)(nbr, dist)
         assert pairs.tolist() == want_pairs.tolist()
         assert np.array_equal(sq, want_sq)
     assert (want_pairs[:, 0] == 0).sum() == 600  # the hub's segment
@@ -172,3 +172,21 @@ def test_edge_components_keep_only_the_given_edges():
     count, labels = graph.edge_components([2])  # by index: only 3-4
     assert count == 4 and labels[3] == labels[4] and len(set(labels[:3].tolist())) == 3
     assert graph.edge_components(np.zeros(3, dtype=bool))[0] == 5
+
+
+def test_union_find_components_number_them_as_scipy_does(monkeypatch):
+    """From 2^20 edges edge_components runs a compiled union-find: same count and the same
+    labels (components in the order of their lowest node) as SciPy's path, for all edges, a mask
+    and indices, isolated nodes included."""
+    from gtvcvx import _jit
+
+    rng = np.random.default_rng(3)
+    graph = Graph.from_edges(3000, rng.integers(0, 3000, size=(2500, 2)))  # (self loops dropped)
+    mask = rng.random(graph.n_edges) < 0.5
+    cases = [None, mask, np.flatnonzero(mask)[::-1], np.zeros(graph.n_edges, dtype=bool)]
+    want = [graph.edge_components(case) for case in cases]
+    monkeypatch.setattr(_jit, "MIN_ENTRIES", 1)
+    for case, (count, labels) in zip(cases, want):
+        got_count, got_labels = graph.edge_components(case)
+        assert got_count == count > 1 and got_labels.dtype == np.int64
+        assert np.array_equal(got_labels, labels)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import _accurate
+from .. import _accurate, _graph_kernels
 from ..memory import peak_rss_mb, release_free_memory, reset_peak_rss, rss_mb
 from ..losses import _compiled
 from ..penalties import _compiled as _penalty_kernels
@@ -215,7 +215,8 @@ def compiled_kernels() -> dict[tuple[str, bool], object]:
     """The fast core's numba kernels by ``(name, threaded)``, serial and threaded builds, each
     loaded (compiled, or read from numba's on-disk cache) with the specializations its loader
     warms: the argument types a solve passes (read-only capacities, sample arrays and edge ends are
-    types of their own). The chain and tree solvers' kernels are not among them (loaded on first use)."""
+    types of their own), and the graph kernels (the k-NN pair list, components). The chain and tree
+    solvers' kernels are not among them (loaded on first use)."""
     kernels = {}
     for parallel in (False, True):
         for loaded in (_edge_kernels._load(parallel), (_edge_kernels._load_fused(parallel),),
@@ -225,6 +226,8 @@ def compiled_kernels() -> dict[tuple[str, bool], object]:
                        (_accurate._load_dot2(parallel), _accurate._load_node_sums(parallel))):
             for kernel in loaded:
                 kernels[kernel.py_func.__name__.split("__")[0], parallel] = kernel
+    for kernel in _graph_kernels.warmed():  # (the k-NN graph and the clusters' components)
+        kernels[kernel.py_func.__name__.split("__")[0], bool(kernel.targetoptions.get("parallel"))] = kernel
     return kernels
 
 

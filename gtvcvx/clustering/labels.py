@@ -9,6 +9,7 @@ import numpy as np
 
 from ..capabilities import provides
 from ..problem import GTVProblem
+from ..solvers._edge_kernels import differences
 
 __all__ = ["ClusterLabels", "cluster_labels", "canonical_labels", "DISTANCE_RTOL", "EDGE_RULES"]
 
@@ -173,7 +174,7 @@ def cluster_labels(problem, W, U=None, *, tol=None) -> ClusterLabels:
     graph = problem.graph
     m = graph.n_edges
     ones = np.ones(m)
-    dist = problem.penalty._edge_values(graph.incidence @ W, ones) if m else np.zeros(0)
+    dist = problem.penalty._edge_values(differences(graph, W), ones) if m else np.zeros(0)
     scale = _data_scale(problem, W)
     kappa = problem.penalty.dual_ball_radius(problem.d)  # ||u||_2 <= kappa ||u||_*
     strongly_convex = provides(problem.loss, "strongly_convex")
