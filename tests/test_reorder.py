@@ -44,6 +44,31 @@ def test_relabelled_problem_is_the_same_problem():
     assert g.Graph.from_edges(new.n, new.graph.edges, new.graph.weights) == new.graph
 
 
+def test_compiled_edge_order_is_the_sorted_order(monkeypatch):
+    """From 2^20 edges the relabelled edges are put in lexicographic order by a counting sort
+    (``_graph_kernels.pair_order``): the same permutation as the argsort of the pair keys, here on
+    a k-NN graph and on pairs with a hub segment longer than the insertion-sort limit."""
+    from gtvcvx import _graph_kernels, _jit
+
+    problem = shuffled_knn()
+    want = _reorder.locality_order(problem, force=True)
+    monkeypatch.setattr(_jit, "MIN_ENTRIES", 1)
+    got = _reorder.locality_order(problem, force=True)
+    assert np.array_equal(got.edge_order, want.edge_order) and got.problem.graph == want.problem.graph
+    rng = np.random.default_rng(1)
+    n = 500
+    keys = rng.choice(n * n, size=4000, replace=False)
+    low, high = np.minimum(keys // n, keys % n), np.maximum(keys // n, keys % n)
+    distinct = np.unique(low * n + high, return_index=True)[1]
+    low = np.concatenate([low[distinct], np.zeros(n - 1, np.int64)])  # node 0: a segment of ~500
+    high = np.concatenate([high[distinct], np.arange(1, n)])
+    distinct = np.unique(low * n + high, return_index=True)[1]
+    low, high = low[distinct][::-1].copy(), high[distinct][::-1].copy()
+    assert (low == 0).sum() > _graph_kernels.INSERTION_MAX
+    order = _graph_kernels.pair_order_compiled()(low, high, n)
+    assert np.array_equal(order, np.argsort(low * n + high))
+
+
 def test_small_or_local_graphs_keep_their_labels():
     problem = shuffled_knn()
     assert _reorder.locality_order(problem) is None  # far below the size where it pays

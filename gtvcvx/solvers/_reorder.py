@@ -42,6 +42,7 @@ from functools import cached_property
 import numpy as np
 import scipy.sparse as sp
 
+from .. import _jit
 from ..graph import Graph
 from ..problem import GTVProblem
 
@@ -181,7 +182,12 @@ def locality_order(problem: GTVProblem, force: bool = False) -> NodeOrder | None
     if not force and _span(graph.edges) < MIN_SPAN_GAIN * float((high - low).mean()):
         return None
     # the keys are distinct (no duplicate edges), so any sort gives this order
-    edge_order = np.argsort(low * n + high)
+    if m >= _jit.MIN_ENTRIES:
+        from .._graph_kernels import pair_order_compiled
+
+        edge_order = pair_order_compiled()(low, high, n)
+    else:
+        edge_order = np.argsort(low * n + high)
     sign = np.where((head < tail)[edge_order], 1.0, -1.0)[:, None]
     relabelled = _column_major_edges(m)
     np.take(low, edge_order, out=relabelled[:, 0])
