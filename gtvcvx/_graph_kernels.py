@@ -203,13 +203,11 @@ def warmed() -> list:
     """Every build of the kernels, each called once with the argument types its callers pass (a
     k-d tree's neighbour arrays, a :class:`~gtvcvx.Graph`'s read-only edge ends), so that numba compiles
     them, or loads them from its on-disk cache, ahead of a measured run."""
-    from .graph import Graph
-
     nbr, dist = np.array([[0, 1], [1, 0]], dtype=np.intp), np.ones((2, 2))
-    graph = Graph.from_edges(2, [[0, 1]])
+    heads, tails = _jit.read_only(np.zeros(1, np.int64)), _jit.read_only(np.ones(1, np.int64))  # (Graph.end_columns)
     kernels = [_load_knn_pairs(False), _load_knn_pairs(True), components_compiled(), pair_order_compiled()]
     for kernel in kernels[:2]:
         kernel(nbr, dist)
-    kernels[2](graph.n, *graph.end_columns, np.ones(1, dtype=bool))
+    kernels[2](2, heads, tails, np.ones(1, dtype=bool))
     kernels[3](np.zeros(1, np.int64), np.ones(1, np.int64), 2)
     return kernels

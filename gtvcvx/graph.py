@@ -11,6 +11,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
 from . import _jit
+from ._graph_kernels import components_compiled
 from ._validation import (MAX_ELEMENTS, ResourceLimitError, allocation_guard, as_float_array, as_index_array,
                           check_memory, check_positive_int)
 
@@ -458,8 +459,6 @@ class Graph:
             Component of every node, ``0..count-1`` (isolated nodes are their own component).
         """
         if self.n_edges >= _jit.MIN_ENTRIES:  # union-find: no sparse matrix and its transpose
-            from ._graph_kernels import components_compiled
-
             keep = np.zeros(self.n_edges, dtype=bool)
             keep[slice(None) if edges is None else np.asarray(edges)] = True  # (a mask or indices)
             count, labels = components_compiled()(self.n, *self.end_columns, keep)

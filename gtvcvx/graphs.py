@@ -11,6 +11,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import _jit
+from ._graph_kernels import knn_pairs_compiled
 from ._validation import MAX_ELEMENTS, allocation_guard, as_float_array, check_memory, check_positive_int
 from .graph import Graph, check_graph_memory, graph_nbytes as _graph_bytes
 
@@ -243,8 +244,6 @@ def _knn_graph(pts: np.ndarray, kk: int, weights: str, phi) -> Graph:
     nbr = np.empty((n, kk + 1), dtype=np.intp)
     dist[order], nbr[order] = tree.query(pts[order], k=kk + 1, workers=-1)
     if nbr.size >= _jit.MIN_ENTRIES:
-        from ._graph_kernels import knn_pairs_compiled
-
         pairs, sq = knn_pairs_compiled()(nbr, dist)
     else:
         pairs, sq = _knn_pairs(nbr, dist)

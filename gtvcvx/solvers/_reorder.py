@@ -43,6 +43,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import _jit
+from .._graph_kernels import pair_order_compiled
 from ..graph import Graph
 from ..problem import GTVProblem
 
@@ -183,8 +184,6 @@ def locality_order(problem: GTVProblem, force: bool = False) -> NodeOrder | None
         return None
     # the keys are distinct (no duplicate edges), so any sort gives this order
     if m >= _jit.MIN_ENTRIES:
-        from .._graph_kernels import pair_order_compiled
-
         edge_order = pair_order_compiled()(low, high, n)
     else:
         edge_order = np.argsort(low * n + high)
