@@ -456,7 +456,15 @@ class Graph:
         -------
         count : int
         labels : ndarray of int64 (n,)
-            Component of every node, ``0..count-1`` (isolated nodes are their own component).
+            Component of every node, ``0..count-1`` (isolated nodes are their own component),
+            numbered in the order of each component's lowest node.
+
+        Notes
+        -----
+        SciPy's :func:`~scipy.sparse.csgraph.connected_components` on the kept edges' adjacency;
+        from :data:`gtvcvx._jit.MIN_ENTRIES` edges a compiled union-find
+        (:func:`gtvcvx._graph_kernels.component_labels`, the same numbering) without the sparse
+        matrix and its transpose.
         """
         if self.n_edges >= _jit.MIN_ENTRIES:  # union-find: no sparse matrix and its transpose
             keep = np.zeros(self.n_edges, dtype=bool)
