@@ -8,7 +8,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["Status", "GTVResult", "SolveResult", "WrappedSolve", "RESULT_ROW_KEYS", "relative_gap"]
+__all__ = ["Status", "GTVResult", "SolveResult", "WrappedSolve", "RESULT_ROW_KEYS", "relative_gap",
+           "resolution_message"]
 
 
 class Status(StrEnum):
@@ -32,6 +33,13 @@ def relative_gap(primal: float, dual: float) -> float:
     if not (np.isfinite(primal) and np.isfinite(dual)):
         return float("inf")
     return float((primal - dual) / (1.0 + abs(primal) + abs(dual)))
+
+
+def resolution_message(tol: float, resolution: float) -> str:
+    """Why ``tol`` is below what float64 can certify on a problem whose certificate's rounding
+    allowance alone is a relative gap of ``resolution``."""
+    return (f"float64 cannot certify tol = {tol:g} on this problem: rounding alone allows a relative "
+            f"gap of {resolution:.3g} (rescale the data or loosen tol)")
 
 
 #: Keys every result's ``to_row()`` carries, under these names, whatever the problem family.

@@ -11,6 +11,7 @@ from __future__ import annotations
 from decimal import Decimal, localcontext
 
 import numpy as np
+import pytest
 import scipy.sparse as sp
 from hypothesis import given
 from hypothesis import strategies as st
@@ -94,8 +95,35 @@ def test_rkhs_certificates_obey_exact_weak_duality(case, max_iter):
             value = exact_envelope(problem, cert.alpha_envelope)
             assert value is not None, "a certified primal point violates a hard margin exactly"
             primals.append(value)
+    for cert, exact in zip(certs, duals):
+        if np.isfinite(cert.dual):
+            assert Decimal(float(cert.dual)) <= exact, "certified dual above the exact dual value at its multipliers"
     for cert in certs:
         if np.isfinite(cert.dual) and primals:
             assert Decimal(float(cert.dual)) <= min(primals), "certified dual above an exact primal value"
         if np.isfinite(cert.primal):
             assert Decimal(float(cert.primal)) >= max(duals), "certified primal below an exact dual value"
+
+
+@pytest.mark.parametrize("gamma", [1e-6, 0.5, 50.0])
+@pytest.mark.parametrize("scale", [1.0, 1e6])
+def test_rkhs_dual_bound_holds_at_the_kink_under_cancellation(gamma, scale):
+    """Multipliers of size ``scale`` whose signed kernel sums cancel to ``abar_0 = s`` (the kink of
+    ``phi*``), nudged by a few ulps either way: the certified dual stays below the exact ``D(lambda)``,
+    and, with nothing to cancel, it is within a relative 1e-12 of it."""
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(8, 2))
+    y = np.array([1.0, -1.0] * 4)
+    problem = RKHSProblem(X, y, Dictionary.from_samples(X, 3.0), gamma, 0.1, 10.0 * scale)
+    lam = np.full(problem.N, scale)
+    abar0 = problem.abar(lam)[0]
+    lam[0] += (problem.s - abar0) * problem.N / (problem.K[0, 0] * y[0])
+    assert lam[0] >= 0
+    for nudge in range(-4, 5):
+        trial = lam.copy()
+        trial[0] = trial[0] + nudge * np.spacing(trial[0])
+        cert = certify(problem, trial)
+        assert Decimal(float(cert.dual)) <= exact_dual(problem, np.clip(trial, 0, problem.upper))
+    small = np.full(problem.N, 1e-3)
+    exact = exact_dual(problem, small)
+    assert exact - Decimal(float(certify(problem, small).dual)) <= Decimal(1e-12) * (1 + abs(exact))

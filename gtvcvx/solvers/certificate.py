@@ -28,7 +28,7 @@ from .._validation import check_positive_number
 from ..capabilities import provides
 from ..losses import DOMAIN_RTOL
 from ..problem import GTVProblem
-from ..results import relative_gap
+from ..results import relative_gap, resolution_message
 from ._cg import conjugate_gradient
 from ._edge_kernels import differences, divergence, edge_norm_terms
 from ._sparse_factor import block_indices, symmetric_solver
@@ -107,8 +107,7 @@ class Certificate:
 
     def resolution_message(self, tol: float) -> str:
         """Why ``tol`` is below what float64 can certify here (see :attr:`resolution`)."""
-        return (f"float64 cannot certify tol = {tol:g} on this problem: rounding alone allows a relative "
-                f"gap of {self.resolution:.3g} (rescale the data or loosen tol)")
+        return resolution_message(tol, self.resolution)
 
     def worst_nodes(self, k: int = 5) -> list[tuple[int, float]]:
         """The ``k`` nodes with the largest Fenchel-Young gap, as ``(node, gap)``."""
