@@ -285,6 +285,34 @@ def test_classifier_maps_any_two_labels_and_back():
         np.mean(clf.predict(p.X) == elsewhere))
 
 
+@pytest.mark.parametrize("method", ["ssnal", "pdhg", "subgradient"])
+def test_tol_below_the_certificate_resolution_stops_as_inaccurate(method):
+    """A tolerance float64 cannot certify ends as ``inaccurate`` with the reason, once the gap is
+    down to the certificate's rounding, not after every iteration allowed (200 SSNAL outer
+    iterations of up to 200 Newton steps before)."""
+    p = tiny_problem(C=1.0)  # solved to the last bits in a few iterations
+    r = solve_dual(p, method=method, tol=1e-16, record_history=False)
+    assert r.status == Status.INACCURATE and r.iterations <= 64
+    assert "float64 cannot certify tol = 1e-16" in r.message
+    cert = certify(p, r.multipliers)
+    assert 0 < cert.resolution < 1e-12 and cert.rounding > 0
+    assert r.rel_gap <= 2.0 * cert.resolution * 1.01
+    assert "rounding alone allows" in cert.resolution_message(1e-16)
+
+
+def test_ssnal_stops_as_inaccurate_when_its_gap_stalls():
+    """Above the certificate's resolution but below what the iterates reach (3.7e-12 here, against a
+    resolution of 2.1e-12): the stall rule ends the run instead of max_iter or the clock."""
+    p = tiny_problem(C=1000.0)
+    r = solve_dual(p, tol=3e-12, max_inner=20, record_history=False)
+    assert r.iterations < 60
+    if r.status == Status.OPTIMAL:  # another BLAS may round its way below 3e-12
+        assert r.rel_gap <= 3e-12
+    else:
+        assert r.status == Status.INACCURATE
+        assert "SSNAL stalled" in r.message or "float64 cannot certify" in r.message
+
+
 def test_history_and_limits():
     p = tiny_problem(20.0)
     r = solve_dual(p)
