@@ -9,7 +9,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 __all__ = ["Status", "GTVResult", "SolveResult", "WrappedSolve", "RESULT_ROW_KEYS", "relative_gap",
-           "resolution_message"]
+           "resolution_message", "tol_out_of_reach"]
 
 
 class Status(StrEnum):
@@ -40,6 +40,18 @@ def resolution_message(tol: float, resolution: float) -> str:
     allowance alone is a relative gap of ``resolution``."""
     return (f"float64 cannot certify tol = {tol:g} on this problem: rounding alone allows a relative "
             f"gap of {resolution:.3g} (rescale the data or loosen tol)")
+
+
+def tol_out_of_reach(tol: float, resolution: float, gaps, *, factor: float = 2.0, checks: int = 5) -> bool:
+    """Whether a run asked for a ``tol`` below its certificate's ``resolution`` has gone as far as
+    it usefully can: its best relative gap (the last of ``gaps``, the best gap after each check) is
+    within ``factor`` of the resolution, or has not fallen by 10 % over the last ``checks`` checks.
+    Never true when ``tol`` can be certified (the run then goes on to ``tol`` or its limits)."""
+    if not resolution > tol or len(gaps) == 0 or not np.isfinite(gaps[-1]):
+        return False
+    if gaps[-1] <= factor * resolution:
+        return True
+    return len(gaps) > checks and gaps[-1] > 0.9 * gaps[-1 - checks]
 
 
 #: Keys every result's ``to_row()`` carries, under these names, whatever the problem family.

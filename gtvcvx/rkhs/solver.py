@@ -26,7 +26,7 @@ from scipy.linalg.blas import dsyrk
 
 from .._restart import restart_due, updated_primal_weight
 from .._validation import check_positive_int, check_positive_number, check_time_limit
-from ..results import Status
+from ..results import Status, tol_out_of_reach
 from .certificate import RKHSCertificate, certify, hard_margin_feasible_point
 from .problem import RKHSProblem
 from .result import DEFAULT_CRITICAL_TOL, RKHSResult, critical_mask
@@ -536,7 +536,7 @@ def _at_resolution(tracker, rel) -> str:
     """The reason to stop when ``tol`` is below the certificate's resolution and the gap is down
     to it (``""`` otherwise)."""
     resolution = tracker.last.resolution if tracker.last is not None else float("nan")
-    if resolution > tracker.tol and rel <= RESOLUTION_STOP * resolution:
+    if tol_out_of_reach(tracker.tol, resolution, [rel], factor=RESOLUTION_STOP):
         return f"{tracker.last.resolution_message(tracker.tol)}; certified rel_gap {rel:.3g}"
     return ""
 
