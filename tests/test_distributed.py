@@ -42,6 +42,19 @@ def _polish_off(monkeypatch):
     monkeypatch.setattr(certificate, "CORRECT_ON_FACES", False)
 
 
+def test_unreachable_tol_stops_where_the_single_process_run_does(client, monkeypatch):
+    """A tol float64 cannot certify ends as ``inaccurate`` once the gap is down to rounding (the
+    shared rule, ``gtvcvx.results.tol_out_of_reach``), at the single-process run's iteration,
+    not after max_iter."""
+    _polish_off(monkeypatch)
+    problem = _regression(lam=0.05)
+    local = gtvcvx.solve(problem, tol=1e-16, method="halpern", max_iter=20_000)
+    dist = gtvcvx.solve(problem, tol=1e-16, backend="dask", client=client, n_parts=2, max_iter=20_000)
+    assert local.status == dist.status == "inaccurate"
+    assert dist.iterations == local.iterations < 20_000
+    assert "float64 cannot certify tol = 1e-16" in dist.message
+
+
 @pytest.mark.parametrize("penalty", [gtvcvx.Norm2(), gtvcvx.Norm1(), gtvcvx.SquaredNorm2()])
 def test_follows_the_single_process_iterates(client, monkeypatch, penalty):
     _polish_off(monkeypatch)

@@ -28,7 +28,7 @@ from ..graph import Graph
 from ..losses import DOMAIN_RTOL
 from ..penalties import Penalty
 from ..problem import GTVProblem
-from ..results import GTVResult, Status, relative_gap
+from ..results import GTVResult, Status, relative_gap, tol_out_of_reach
 from ._dask_part import Part, PartData
 from ._partition import part_layouts, partition_graph
 from .certificate import (_ROUNDING_FACTOR, UNBOUNDED_TARGET_RTOL, Certificate, ResidualAllowance,
@@ -470,6 +470,12 @@ def _solve(problem, graph, client, tol, max_iter, time_limit, warm_start, callba
                     log.check(iteration, elapsed, cert.rel_gap)
                     if s["best_gap"] <= tol:
                         status, message = Status.OPTIMAL, ""
+                        break
+                    s.setdefault("best_gaps", []).append(s["best_gap"])  # (setdefault: an older checkpoint)
+                    if tol_out_of_reach(tol, s["best_cert"].resolution, s["best_gaps"]):
+                        status = Status.INACCURATE
+                        message = (f"{s['best_cert'].resolution_message(tol)}; stopped at certified rel_gap "
+                                   f"{s['best_gap']:.3g}")
                         break
                     # (s.get: a checkpoint written before this counter existed)
                     s["nonfinite"] = 0 if np.isfinite(cert.primal) else s.get("nonfinite", 0) + 1
