@@ -42,16 +42,18 @@ def resolution_message(tol: float, resolution: float) -> str:
             f"gap of {resolution:.3g} (rescale the data or loosen tol)")
 
 
-def tol_out_of_reach(tol: float, resolution: float, gaps, *, factor: float = 2.0, checks: int = 5) -> bool:
+def tol_out_of_reach(tol: float, resolution: float, gaps, *, factor: float = 2.0, near: float = 100.0,
+                     checks: int = 5) -> bool:
     """Whether a run asked for a ``tol`` below its certificate's ``resolution`` has gone as far as
     it usefully can: its best relative gap (the last of ``gaps``, the best gap after each check) is
-    within ``factor`` of the resolution, or has not fallen by 10 % over the last ``checks`` checks.
-    Never true when ``tol`` can be certified (the run then goes on to ``tol`` or its limits)."""
+    within ``factor`` of the resolution, or within ``near`` of it and has not fallen by 10 % over the
+    last ``checks`` checks (a plateau far above the resolution, e.g. a certificate lagging the
+    iterates, is not a reason to stop). Never true when ``tol`` can be certified."""
     if not resolution > tol or len(gaps) == 0 or not np.isfinite(gaps[-1]):
         return False
     if gaps[-1] <= factor * resolution:
         return True
-    return len(gaps) > checks and gaps[-1] > 0.9 * gaps[-1 - checks]
+    return gaps[-1] <= near * resolution and len(gaps) > checks and gaps[-1] > 0.9 * gaps[-1 - checks]
 
 
 #: Keys every result's ``to_row()`` carries, under these names, whatever the problem family.

@@ -311,7 +311,8 @@ def solve_dual(problem: RKHSProblem, *, method: str = "ssnal", tol: float = DEFA
     requested ``tol`` is below the certificate's resolution (its rounding allowance over
     ``1 + |P| + |D|``, see :class:`~gtvcvx.rkhs.certificate.RKHSCertificate`) and the gap is down to
     twice that, and SSNAL also when, at ``sigma_max``, its best gap has not fallen by 10 % over
-    :data:`SSNAL_STALL_CHECKS` outer iterations; both messages say why.
+    :data:`SSNAL_STALL_CHECKS` outer iterations whose inner loops all ended on that rounding; both
+    messages say why.
 
     **PDHG.** ``l+ = P_[0,C'](l - tau (B^T z - c))``, ``z+ = prox_{sigma h*}(z + sigma B (2 l+ - l))``
     with ``tau = eta / omega``, ``sigma = eta omega``, ``eta < 1/||B||``; restarts to the better of
@@ -674,7 +675,7 @@ def _line_search(sc, v, x, lam_minus_k, d, Bd, gd, sigma, tau, tdelta):
 
 
 #: SSNAL stops as ``inaccurate`` when, at ``sigma_max``, the best certified gap has not fallen by 10 %
-#: over this many outer iterations.
+#: over this many outer iterations whose inner loops all ended on their gradient's rounding.
 SSNAL_STALL_CHECKS = 3
 
 
@@ -693,7 +694,7 @@ def _ssnal(sc, tracker, lam, z, max_iter, *, sigma0=10.0, sigma_growth=2.0, sigm
     status, message = None, ""
     k = 0
     n_checks = 0
-    best_gaps = []
+    best_gaps, noise_stops = [], []  # per outer iteration: best gap, inner loop ended on its gradient's rounding
     while True:
         k += 1
         tau = tau_factor * sigma
@@ -702,6 +703,7 @@ def _ssnal(sc, tracker, lam, z, max_iter, *, sigma0=10.0, sigma_growth=2.0, sigm
         v = sc.B_mul(lam) + z / sigma
         x = lam + mu / sigma
         n_active = 0
+        at_noise = False
         for it in range(max_inner + 1):
             P = prox_h(v, tdelta, s)
             zt = sigma * (v - P)  # zero on the identity zone |v| <= s
@@ -716,6 +718,7 @@ def _ssnal(sc, tracker, lam, z, max_iter, *, sigma0=10.0, sigma_growth=2.0, sigm
             if (it > 0 and gn <= max(1e-12, inner_tol * min(1.0, pres))) or it == max_inner or tracker.out_of_time():
                 break
             if it > 0 and gn <= 1e-6 and gn <= _gradient_noise(sc, U, v[A], x, zt[A], lam - lam_k, sigma, tau):
+                at_noise = True
                 break  # g is down to its own rounding (sigma magnifies that of v - prox(v)): no Newton step can help
             tA = tdelta[A]
             W = sigma * np.where(a[A] <= s * (1.0 + tA), 1.0, tA / (1.0 + tA))
@@ -737,12 +740,15 @@ def _ssnal(sc, tracker, lam, z, max_iter, *, sigma0=10.0, sigma_growth=2.0, sigm
         n_checks += 1
         status, message = _stop_state(tracker, rel, k, max_iter, lp_check_after, n_checks)
         best_gaps.append(tracker.gap()[1])
-        if status is None and sigma >= sigma_max and len(best_gaps) > SSNAL_STALL_CHECKS:
+        noise_stops.append(at_noise)
+        if status is None and sigma >= sigma_max and len(best_gaps) > SSNAL_STALL_CHECKS and all(
+                noise_stops[-SSNAL_STALL_CHECKS:]):
             before, now = best_gaps[-1 - SSNAL_STALL_CHECKS], best_gaps[-1]
             if np.isfinite(now) and now > 0.9 * before:
                 status = Status.INACCURATE
                 message = (f"SSNAL stalled: the certified rel_gap stayed at {now:.3g} over the last "
-                           f"{SSNAL_STALL_CHECKS} outer iterations at sigma = sigma_max = {sigma:g}, above "
+                           f"{SSNAL_STALL_CHECKS} outer iterations at sigma = sigma_max = {sigma:g}, each ended "
+                           f"with its gradient at its own rounding, above "
                            f"tol = {tracker.tol:g} (the certificate's own rounding allows "
                            f"{tracker.last.resolution:.3g}; loosen tol)")
         if status is not None:
