@@ -300,6 +300,13 @@ def test_tol_below_the_certificate_resolution_stops_as_inaccurate(method):
     assert "rounding alone allows" in cert.resolution_message(1e-16)
 
 
+def test_working_set_run_stops_as_inaccurate_below_the_resolution():
+    p = tiny_problem(C=1.0)
+    r = solve_dual(p, tol=1e-16, working_set=True, record_history=False)
+    assert r.status == Status.INACCURATE and "float64 cannot certify tol = 1e-16" in r.message
+    assert r.rel_gap < 1e-12
+
+
 def test_ssnal_stops_as_inaccurate_when_its_gap_stalls():
     """Above the certificate's resolution but below what the iterates reach (3.7e-12 here, against a
     resolution of 2.1e-12): the stall rule ends the run instead of max_iter or the clock."""

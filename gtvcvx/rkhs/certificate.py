@@ -90,7 +90,7 @@ def _dual_rounding(problem: RKHSProblem, lam, abar, abar_bound) -> float:
 
     Notes
     -----
-    With ``u`` the unit roundoff and ``b = (1/N) |K|^T |lambda|`` (computed, all terms >= 0), each
+    With ``u`` the machine epsilon (twice the unit roundoff: every ``u`` below is generous) and ``b = (1/N) |K|^T |lambda|`` (computed, all terms >= 0), each
     computed ``abar_j`` is within ``delta_j = 4 (N + 8) u b_j`` of the exact one (a dot product of at
     most ``N`` terms plus the rounded entries of ``K y / N``; twice the classical ``gamma_N``). The
     conjugate ``phi*(a) = pos(a^2/2 - gamma)`` is zero on ``|a| <= s`` and ``max |a|``-Lipschitz

@@ -481,8 +481,8 @@ def _solve_working_set(problem, *, method, tol, max_iter, time_limit, lam0, z0, 
                        "violators": int(violators.sum())})
         if rel <= tol:
             status = Status.OPTIMAL
-        elif _at_resolution(tracker, rel):
-            status, message = Status.INACCURATE, _at_resolution(tracker, rel)
+        elif reason := _at_resolution(tracker, rel):
+            status, message = Status.INACCURATE, reason
         elif res.status in (Status.UNBOUNDED, Status.INFEASIBLE, Status.SOLVER_ERROR):
             status, message = res.status, res.message  # a subset that cannot be solved: neither can the whole
         elif tracker.out_of_time():

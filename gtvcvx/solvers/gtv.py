@@ -120,8 +120,8 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
     tol : float
         Stop when the certified relative gap ``(P - D) / (1 + |P| + |D|) <= tol``. A ``tol`` below
         the certificate's resolution (its rounding allowance, :attr:`Certificate.resolution`) ends
-        as ``inaccurate`` with the reason once the gap is within 2x of it or has not fallen by 10 %
-        over 5 check-points (:func:`gtvcvx.results.tol_out_of_reach`).
+        as ``inaccurate`` with the reason once the gap is within 2x of it, or within 100x and has
+        not fallen by 10 % over 5 check-points (:func:`gtvcvx.results.tol_out_of_reach`).
     max_iter : int
         Iteration limit (status ``max_iter``).
     time_limit : float, optional
