@@ -69,6 +69,9 @@ def test_unreachable_tol_stops_once_the_gap_is_down_to_rounding():
     result = g.solve_spec(spec, tol=1e-16)
     assert result.status == "inaccurate" and "float64 cannot certify tol = 1e-16" in result.message
     assert result.iterations < 20_000 and result.rel_gap < 1e-13
+    # with a callback the caller decides: a fixed number of iterations (the paper's Algorithm 1 runs)
+    watched = g.solve_spec(spec, tol=1e-16, max_iter=1_000, callback=lambda info: False)
+    assert watched.iterations == 1_000 and watched.status == "inaccurate"
 
 
 QUICK_SPEC = "problems/quick/chain_l1.toml"

@@ -472,7 +472,7 @@ def _solve(problem, graph, client, tol, max_iter, time_limit, warm_start, callba
                         status, message = Status.OPTIMAL, ""
                         break
                     s.setdefault("best_gaps", []).append(s["best_gap"])  # (setdefault: an older checkpoint)
-                    if tol_out_of_reach(tol, s["best_cert"].resolution, s["best_gaps"]):
+                    if callback is None and tol_out_of_reach(tol, s["best_cert"].resolution, s["best_gaps"]):
                         status = Status.INACCURATE
                         message = (f"{s['best_cert'].resolution_message(tol)}; stopped at certified rel_gap "
                                    f"{s['best_gap']:.3g}")

@@ -121,7 +121,9 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
         Stop when the certified relative gap ``(P - D) / (1 + |P| + |D|) <= tol``. A ``tol`` below
         the certificate's resolution (its rounding allowance, :attr:`Certificate.resolution`) ends
         as ``inaccurate`` with the reason once the gap is within 2x of it, or within 100x and has
-        not fallen by 10 % over 5 check-points (:func:`gtvcvx.results.tol_out_of_reach`).
+        not fallen by 10 % over 5 check-points (:func:`gtvcvx.results.tol_out_of_reach`), unless a
+        ``callback`` is given: then the run goes on until it or ``max_iter`` stops it (e.g. a fixed
+        number of iterations asked for with ``tol = 1e-300``).
     max_iter : int
         Iteration limit (status ``max_iter``).
     time_limit : float, optional
@@ -631,7 +633,7 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
                 status, message = Status.OPTIMAL, ""
                 break
             best_gaps.append(best[0])
-            if tol_out_of_reach(tol, best[2].resolution, best_gaps):
+            if callback is None and tol_out_of_reach(tol, best[2].resolution, best_gaps):  # (a callback decides itself)
                 status = Status.INACCURATE
                 message = f"{best[2].resolution_message(tol)}; stopped at certified rel_gap {best[0]:.3g}"
                 break
