@@ -9,7 +9,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 __all__ = ["Status", "GTVResult", "SolveResult", "WrappedSolve", "RESULT_ROW_KEYS", "relative_gap",
-           "resolution_message", "tol_out_of_reach"]
+           "resolution_message", "gap_stalled", "tol_out_of_reach"]
 
 
 class Status(StrEnum):
@@ -42,6 +42,12 @@ def resolution_message(tol: float, resolution: float) -> str:
             f"gap of {resolution:.3g} (rescale the data or loosen tol)")
 
 
+def gap_stalled(gaps, checks: int) -> bool:
+    """Whether the last of ``gaps`` (best relative gaps, one per check) is above 90 % of the one
+    ``checks`` checks before: no 10 % gain over the last ``checks`` checks."""
+    return len(gaps) > checks and gaps[-1] > 0.9 * gaps[-1 - checks]
+
+
 def tol_out_of_reach(tol: float, resolution: float, gaps, *, factor: float = 2.0, near: float = 100.0,
                      checks: int = 5) -> bool:
     """Whether a run asked for a ``tol`` below its certificate's ``resolution`` has gone as far as
@@ -53,7 +59,7 @@ def tol_out_of_reach(tol: float, resolution: float, gaps, *, factor: float = 2.0
         return False
     if gaps[-1] <= factor * resolution:
         return True
-    return gaps[-1] <= near * resolution and len(gaps) > checks and gaps[-1] > 0.9 * gaps[-1 - checks]
+    return gaps[-1] <= near * resolution and gap_stalled(gaps, checks)
 
 
 #: Keys every result's ``to_row()`` carries, under these names, whatever the problem family.

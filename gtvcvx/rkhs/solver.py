@@ -26,7 +26,7 @@ from scipy.linalg.blas import dsyrk
 
 from .._restart import restart_due, updated_primal_weight
 from .._validation import check_positive_int, check_positive_number, check_time_limit
-from ..results import Status, tol_out_of_reach
+from ..results import Status, gap_stalled, tol_out_of_reach
 from .certificate import RKHSCertificate, certify, hard_margin_feasible_point
 from .problem import RKHSProblem
 from .result import DEFAULT_CRITICAL_TOL, RKHSResult, critical_mask
@@ -174,6 +174,11 @@ class _Tracker:
             print(f"[{self.method}] it={iteration:6d} dual={self.best_dual:.10g} primal={self.best_primal:.10g} "
                   f"rel_gap={rel:.3e} t={self.elapsed():.2f}s " + " ".join(f"{k}={v}" for k, v in extra.items()))
         return rel
+
+    @property
+    def resolution(self) -> float:
+        """The last certificate's resolution (``nan`` before the first check)."""
+        return self.last.resolution if self.last is not None else float("nan")
 
     def gap(self):
         from ..results import relative_gap
@@ -536,8 +541,7 @@ RESOLUTION_STOP = 2.0
 def _at_resolution(tracker, rel) -> str:
     """The reason to stop when ``tol`` is below the certificate's resolution and the gap is down
     to it (``""`` otherwise)."""
-    resolution = tracker.last.resolution if tracker.last is not None else float("nan")
-    if tol_out_of_reach(tracker.tol, resolution, [rel], factor=RESOLUTION_STOP):
+    if tol_out_of_reach(tracker.tol, tracker.resolution, [rel], factor=RESOLUTION_STOP):
         return f"{tracker.last.resolution_message(tracker.tol)}; certified rel_gap {rel:.3g}"
     return ""
 
@@ -559,8 +563,7 @@ def _stop_state(tracker, rel, k, max_iter, lp_check_after, n_checks):
         return Status.TIME_LIMIT, f"time limit of {tracker.time_limit:g} s reached (rel_gap {rel:.3g})"
     if k >= max_iter:
         message = f"max_iter = {max_iter} reached (rel_gap {rel:.3g})"
-        resolution = tracker.last.resolution if tracker.last is not None else float("nan")
-        if resolution > tracker.tol:
+        if tracker.resolution > tracker.tol:
             return Status.INACCURATE, f"{tracker.last.resolution_message(tracker.tol)}; {message}"
         return Status.MAX_ITER, message
     return None, ""
@@ -741,16 +744,14 @@ def _ssnal(sc, tracker, lam, z, max_iter, *, sigma0=10.0, sigma_growth=2.0, sigm
         status, message = _stop_state(tracker, rel, k, max_iter, lp_check_after, n_checks)
         best_gaps.append(tracker.gap()[1])
         noise_stops.append(at_noise)
-        if status is None and sigma >= sigma_max and len(best_gaps) > SSNAL_STALL_CHECKS and all(
-                noise_stops[-SSNAL_STALL_CHECKS:]):
-            before, now = best_gaps[-1 - SSNAL_STALL_CHECKS], best_gaps[-1]
-            if np.isfinite(now) and now > 0.9 * before:
-                status = Status.INACCURATE
-                message = (f"SSNAL stalled: the certified rel_gap stayed at {now:.3g} over the last "
-                           f"{SSNAL_STALL_CHECKS} outer iterations at sigma = sigma_max = {sigma:g}, each ended "
-                           f"with its gradient at its own rounding, above "
-                           f"tol = {tracker.tol:g} (the certificate's own rounding allows "
-                           f"{tracker.last.resolution:.3g}; loosen tol)")
+        if (status is None and sigma >= sigma_max and np.isfinite(best_gaps[-1]) and all(
+                noise_stops[-SSNAL_STALL_CHECKS:]) and gap_stalled(best_gaps, SSNAL_STALL_CHECKS)):
+            status = Status.INACCURATE
+            message = (f"SSNAL stalled: the certified rel_gap stayed at {best_gaps[-1]:.3g} over the last "
+                       f"{SSNAL_STALL_CHECKS} outer iterations at sigma = sigma_max = {sigma:g}, each ended "
+                       f"with its gradient at its own rounding, above "
+                       f"tol = {tracker.tol:g} (the certificate's own rounding allows "
+                       f"{tracker.resolution:.3g}; loosen tol)")
         if status is not None:
             break
         sigma = min(sigma * sigma_growth, sigma_max)
