@@ -355,8 +355,43 @@ def test_ssnal_newton_direction_solves_the_generalized_newton_system(monkeypatch
     def failing(*args, **kwargs):
         raise np.linalg.LinAlgError("not positive definite")
 
+    # with the Gram matrix: rho U U^T + (tau - rho) U_F U_F^T; all samples inside or all outside the box too
+    for xs in (x, np.full(N, 0.25), np.full(N, -1.0)):
+        rs_ = sigma * ((xs < 0) | (xs > sc.ub)) + 1.0 / tau
+        want = -np.linalg.solve(U.T @ (W[:, None] * U) + np.diag(rs_), g)
+        np.testing.assert_allclose(rs._newton_direction(sc, U, W, xs, g, sigma, tau, U @ U.T), want, rtol=1e-10)
+    # more atoms than samples: the N x N system
+    Ub, Wb = rng.normal(size=(N + 5, N)), rng.uniform(0.5, 2.0, N + 5)
+    want = -np.linalg.solve(Ub.T @ (Wb[:, None] * Ub) + np.diag(r), g)
+    np.testing.assert_allclose(rs._newton_direction(sc, Ub, Wb, x, g, sigma, tau), want, rtol=1e-10)
+
     monkeypatch.setattr(scipy.linalg, "cholesky", failing)
     np.testing.assert_allclose(rs._newton_direction(sc, U, W, x, g, sigma, tau), expected, rtol=1e-8)
+    np.testing.assert_allclose(rs._newton_direction(sc, U, W, x, g, sigma, tau, U @ U.T), expected, rtol=1e-8)
+    np.testing.assert_allclose(rs._newton_direction(sc, Ub, Wb, x, g, sigma, tau), want, rtol=1e-8)
+
+
+def test_ssnal_active_rows_cache_matches_the_rows_and_their_gram_matrix():
+    """The cache returns ``B[A]`` and ``B[A] B[A]^T`` for any sequence of atom sets: as it grows, as it
+    starts over (more than 2 |A| + spare atoms) and when the rows come from a dense problem."""
+    from gtvcvx.rkhs import solver as rs
+
+    rng = np.random.default_rng(1)
+    B = rng.normal(size=(50, 12))
+    sc = SimpleNamespace(M=50, N=12, rows=lambda atoms: B[atoms])
+    cache = rs._ActiveRows(sc, spare=8)
+    sizes = []
+    for size in (3, 5, 9, 2, 20, 4, 30, 1):
+        atoms = np.sort(rng.choice(50, size, replace=False))
+        before = cache.size
+        U, G = cache.get(atoms)
+        np.testing.assert_array_equal(U, B[atoms])
+        np.testing.assert_allclose(G, B[atoms] @ B[atoms].T, rtol=1e-12, atol=1e-12)
+        sizes.append(cache.size)
+        assert cache.size == before or cache.size <= 2 * size + 8  # grown (or started over) within the bound
+    assert min(np.diff(sizes)) < 0  # it did start over at least once
+    U, G = cache.get(np.array([], dtype=np.intp))
+    assert U.shape == (0, 12) and G.shape == (0, 0)
 
 
 def _full_dphi(t, sc, v, x, lam_minus_k, d, Bd, sigma, tau, tdelta):

@@ -285,7 +285,12 @@ def solve_dual(problem: RKHSProblem, *, method: str = "ssnal", tol: float = DEFA
     ``sigma B_A^T diag(d_A) B_A + diag(sigma 1[l + mu/sigma outside the box] + 1/tau)``, where
     only the atoms ``A`` outside the identity zone of the prox enter (``d = 1`` in the clip zone,
     ``Delta/(sigma + Delta)`` in the shrink zone), solved by a Woodbury identity with an
-    ``|A| x |A|`` Cholesky factor when ``|A| < N``; the step is an exact line search on the
+    ``|A| x |A|`` Cholesky factor when ``|A| < N``, its matrix assembled from the Gram matrix of
+    the active atoms' rows (kept across steps, :class:`_ActiveRows`) and the samples inside the box
+    only (see :func:`_newton_direction`; same iterates, measured medians of three alternating runs,
+    one BLAS thread, to 4e-8: hard margin N = 900 0.94 -> 0.69 s, soft margin N = 3000 2.86 ->
+    2.55 s, the bench instance unchanged at ~0.6 s; classifier fits with default threads N = 10^4
+    1.63 -> 1.43 s, 3 10^4 5.17 -> 4.53 s); the step is an exact line search on the
     piecewise-linear monotone ``phi'`` along the direction. Then ``z <- prox_{sigma h*}(z + sigma B l)``,
     ``mu <- sigma (l + mu/sigma - P(l + mu/sigma))``, ``sigma <- min(growth sigma, sigma_max)``,
     ``tau = tau_factor sigma``. The proximal weight ``tau_factor`` is measured, not derived: on the
@@ -580,21 +585,82 @@ def _final_lp_check(tracker, status, message):
 # ---------------------------------------------------------------------------------------
 # SSNAL
 # ---------------------------------------------------------------------------------------
-def _newton_direction(sc, U, W, x, g, sigma, tau):
-    """Solve ``(U^T diag(W) U + diag(r)) d = -g`` with ``r = sigma 1[x outside box] + 1/tau``.
+class _ActiveRows:
+    """The rows of ``B`` of the atoms SSNAL has seen outside the identity zone, with their Gram matrix.
 
-    ``U`` holds the rows of ``B`` of the atoms outside the identity zone (dense, |A| x N) and
-    ``W = sigma d_A`` their generalized-Hessian weights.
+    Successive Newton steps share most of their active atoms, so the Gram entries ``b_i . b_j`` are
+    computed once per pair (a new atom costs one product with the cached rows) instead of once per
+    step in the Woodbury matrix (see :func:`_newton_direction`). The cache starts over from the
+    current atoms when it would hold more than ``2 |A| + spare`` of them (memory stays O(|A| N)).
+    """
+
+    def __init__(self, sc, spare: int = 256):
+        self.sc = sc
+        self.spare = spare
+        self.slot = np.full(sc.M, -1, dtype=np.intp)  # atom -> row of the cache, -1 if absent
+        self.size = 0
+        self.R = np.empty((0, sc.N))
+        self.G = np.empty((0, 0))
+
+    def get(self, atoms):
+        """``(U, G)``: the rows ``B[atoms]`` (|A| x N) and their Gram matrix ``U U^T``."""
+        slots = self.slot[atoms]
+        new = atoms[slots < 0]
+        if new.size:
+            if self.size + new.size > 2 * atoms.size + self.spare:  # start over from these atoms
+                self.slot[:] = -1
+                self.size = 0
+                new = atoms
+            self._add(new)
+            slots = self.slot[atoms]
+        return self.R[slots], self.G[np.ix_(slots, slots)]
+
+    def _add(self, new):
+        n0, n1 = self.size, self.size + new.size
+        if n1 > self.R.shape[0]:
+            capacity = max(2 * self.R.shape[0], n1, 64)
+            R, G = np.empty((capacity, self.sc.N)), np.empty((capacity, capacity))
+            R[:n0], G[:n0, :n0] = self.R[:n0], self.G[:n0, :n0]
+            self.R, self.G = R, G
+        self.R[n0:n1] = self.sc.rows(new)
+        cross = self.R[n0:n1] @ self.R[:n1].T  # the new rows against every cached one (themselves included)
+        self.G[n0:n1, :n1] = cross
+        self.G[:n1, n0:n1] = cross.T
+        self.slot[new] = np.arange(n0, n1)
+        self.size = n1
+
+
+def _newton_direction(sc, U, W, x, g, sigma, tau, gram=None):
+    r"""Solve ``(U^T diag(W) U + diag(r)) d = -g`` with ``r = sigma 1[x outside box] + 1/tau``.
+
+    ``U`` holds the rows of ``B`` of the atoms outside the identity zone (dense, |A| x N), ``W =
+    sigma d_A`` their generalized-Hessian weights and ``gram`` (optional) ``U U^T``.
+
+    Notes
+    -----
+    With fewer atoms than samples the solve goes through Woodbury's identity, an |A| x |A| system
+    ``S y = U r^{-1} g``, ``S = U diag(1/r) U^T + diag(1/W)``, ``d = -(r^{-1} g - r^{-1} U^T y)``.
+    ``r`` takes two values, ``1/tau`` on the samples inside the box (set F) and ``sigma + 1/tau``
+    outside, so with ``rho = 1 / (sigma + 1/tau)``
+
+    .. math::  U \operatorname{diag}(1/r) U^T = \rho\, U U^T + (\tau - \rho)\, U_F U_F^T,
+
+    a sum of two positive semidefinite terms (no cancellation): given the Gram matrix the step costs
+    ``|A|^2 |F|`` flops instead of ``|A|^2 N`` (on the benchmark instance |F| ~ 80 of 900 samples).
     """
     out = (x < 0.0) | (x > sc.ub)
     r = sigma * out + 1.0 / tau
     if U.shape[0] == 0:
         return -g / r
-    if U.shape[0] < sc.N:  # Woodbury: an |A| x |A| system
-        # S = U diag(1/r) U^T + diag(1/W) by a symmetric rank-k update (half a product's flops;
-        # U r^(-1/2) transposed is Fortran-ordered, so BLAS reads it in place); upper triangle
-        scaled = U * (1.0 / np.sqrt(r))
-        S = dsyrk(1.0, scaled.T, trans=1)
+    if U.shape[0] < sc.N:  # Woodbury: an |A| x |A| system, upper triangle (symmetric rank-k updates)
+        if gram is not None:
+            rho = 1.0 / (sigma + 1.0 / tau)
+            S = rho * gram
+            free = np.flatnonzero(~out)
+            if free.size:  # U_F^T is Fortran-ordered, so BLAS reads it in place
+                S += dsyrk(tau - rho, U[:, free].T, trans=1)
+        else:
+            S = dsyrk(1.0, (U * (1.0 / np.sqrt(r))).T, trans=1)
         S[np.diag_indices_from(S)] += 1.0 / W
         rg = g / r
         try:
@@ -604,11 +670,13 @@ def _newton_direction(sc, U, W, x, g, sigma, tau):
             S = np.triu(S) + np.triu(S, 1).T
             y = np.linalg.lstsq(S, U @ rg, rcond=None)[0]
         return -(rg - (U.T @ y) / r)
-    H = (U.T * W) @ U
+    # N x N: H = X^T X + diag(r), X = diag(sqrt W) U, upper triangle by one rank-k update
+    H = dsyrk(1.0, (U * np.sqrt(W)[:, None]).T, trans=0)
     H[np.diag_indices_from(H)] += r
     try:
-        return -sla.cho_solve(sla.cho_factor(H, check_finite=False), g, check_finite=False)
+        return -sla.cho_solve((sla.cholesky(H, lower=False, check_finite=False), False), g, check_finite=False)
     except np.linalg.LinAlgError:
+        H = np.triu(H) + np.triu(H, 1).T
         return -np.linalg.lstsq(H, g, rcond=None)[0]
 
 
@@ -698,6 +766,7 @@ def _ssnal(sc, tracker, lam, z, max_iter, *, sigma0=10.0, sigma_growth=2.0, sigm
     k = 0
     n_checks = 0
     best_gaps, noise_stops = [], []  # per outer iteration: best gap, inner loop ended on its gradient's rounding
+    active_rows = _ActiveRows(sc)
     while True:
         k += 1
         tau = tau_factor * sigma
@@ -714,7 +783,8 @@ def _ssnal(sc, tracker, lam, z, max_iter, *, sigma0=10.0, sigma_growth=2.0, sigm
             a = np.abs(v)
             A = np.flatnonzero(a > s)  # atoms in the clip or shrink zone: the only ones with zt != 0
             n_active = A.size
-            U = sc.rows(A)  # |A| x N, dense; B^T zt = U^T zt_A (no full product)
+            # |A| x N, dense; B^T zt = U^T zt_A (no full product); the Gram matrix for Woodbury's system
+            U, gram = active_rows.get(A) if A.size < sc.N else (sc.rows(A), None)
             g = -sc.c + U.T @ zt[A] + mut + (lam - lam_k) / tau
             gn = float(np.linalg.norm(g))
             pres = float(np.linalg.norm(zt - z) + np.linalg.norm(mut - mu)) / sigma
@@ -725,7 +795,7 @@ def _ssnal(sc, tracker, lam, z, max_iter, *, sigma0=10.0, sigma_growth=2.0, sigm
                 break  # g is down to its own rounding (sigma magnifies that of v - prox(v)): no Newton step can help
             tA = tdelta[A]
             W = sigma * np.where(a[A] <= s * (1.0 + tA), 1.0, tA / (1.0 + tA))
-            d = _newton_direction(sc, U, W, x, g, sigma, tau)
+            d = _newton_direction(sc, U, W, x, g, sigma, tau, gram)
             if not np.isfinite(d).all():
                 raise np.linalg.LinAlgError("non-finite Newton direction")
             Bd = sc.B_mul(d)
