@@ -71,7 +71,8 @@ class _Scaled:
     """The dual in scaled multipliers ``lambda' = lambda / N``, with ``B = K^T diag(y)`` (M x N).
 
     A dense problem keeps only ``K^T`` (``p.Kt``, atom rows contiguous) and applies the signs on
-    the fly; a sparse one holds ``B`` and ``B^T`` as CSR.
+    the fly; a sparse one applies the problem's own CSR ``Phi = B / N`` and ``Phi^T`` (built once,
+    the certificate uses them too) and scales the result: no copy of the kernel matrix is made.
     """
 
     def __init__(self, problem: RKHSProblem):
@@ -79,10 +80,6 @@ class _Scaled:
         self.p = p
         self.N, self.M = p.N, p.M
         self.dense = p.dense
-        self._B_rows = None
-        if not self.dense:
-            self.B = p.Phi * float(p.N)  # K^T diag(y): M x N, CSR (Phi = (1/N) K^T diag(y))
-            self.BT = p.PhiT * float(p.N)  # N x M, CSR
         self.c = np.full(p.N, 1.0 - p.eps)
         self.ub = np.inf if p.C is None else p.C / p.N
         self.Delta = p.Delta
@@ -91,21 +88,27 @@ class _Scaled:
 
     def B_mul(self, lam) -> np.ndarray:
         """``B lam = K^T (y * lam)``, (M,)."""
-        return self.p.Kt @ (self.p.y * lam) if self.dense else self.B @ lam
+        if self.dense:
+            return self.p.Kt @ (self.p.y * lam)
+        out = self.p.Phi @ lam
+        out *= self.N
+        return out
 
     def BT_mul(self, z) -> np.ndarray:
         """``B^T z = y * (K z)``, (N,)."""
-        return self.p.y * (self.p.K @ z) if self.dense else self.BT @ z
+        if self.dense:
+            return self.p.y * (self.p.K @ z)
+        out = self.p.PhiT @ z
+        out *= self.N
+        return out
 
     def rows(self, atoms) -> np.ndarray:
-        """The rows ``B[atoms]`` as a dense array."""
+        """The rows ``B[atoms]`` as a dense array (SSNAL asks for the atoms new to its active set)."""
         if self.dense:
             return self.p.Kt[atoms] * self.p.y
-        if self.M * self.N <= DENSE_ROWS_ENTRIES:  # a dense copy to take rows from (products stay sparse)
-            if self._B_rows is None:
-                self._B_rows = self.B.toarray()
-            return self._B_rows[atoms]
-        return self.B[atoms].toarray()
+        out = self.p.Phi[atoms].toarray()
+        out *= self.N
+        return out
 
     def norm_B(self, iters: int = 30, seed: int = 0) -> float:
         """Power-iteration estimate of ``||B||_2`` (slightly inflated for safety)."""
@@ -120,10 +123,6 @@ class _Scaled:
                 return 1.0
             x = y / val
         return 1.01 * float(np.sqrt(val))
-
-
-#: A sparse ``B`` up to this many entries (64 MiB dense) keeps a dense copy for SSNAL's row gathers.
-DENSE_ROWS_ENTRIES = 1 << 23
 
 
 class _Tracker:
