@@ -289,7 +289,8 @@ def solve_dual(problem: RKHSProblem, *, method: str = "ssnal", tol: float = DEFA
     only (see :func:`_newton_direction`; same iterates, measured medians of three alternating runs,
     one BLAS thread, to 4e-8: hard margin N = 900 0.94 -> 0.69 s, soft margin N = 3000 2.86 ->
     2.55 s, the bench instance unchanged at ~0.6 s; classifier fits with default threads N = 10^4
-    1.63 -> 1.43 s, 3 10^4 5.17 -> 4.53 s); the step is an exact line search on the
+    1.63 -> 1.43 s, 3 10^4 5.17 -> 4.53 s; with ``atom_weight=None``, ~930 kernels active, N = 10^3
+    3.7 -> 2.5 s and 10^4 39.5 -> 11.0 s); the step is an exact line search on the
     piecewise-linear monotone ``phi'`` along the direction. Then ``z <- prox_{sigma h*}(z + sigma B l)``,
     ``mu <- sigma (l + mu/sigma - P(l + mu/sigma))``, ``sigma <- min(growth sigma, sigma_max)``,
     ``tau = tau_factor sigma``. The proximal weight ``tau_factor`` is measured, not derived: on the
@@ -307,7 +308,7 @@ def solve_dual(problem: RKHSProblem, *, method: str = "ssnal", tol: float = DEFA
     ``atom_weight=None`` (Delta = 0.002) N = 1000 (C' = 1): 0.01 10.8, 0.1 6.0, 0.3 4.6, 1 3.5,
     3 4.3; N = 10^4 (C' = 0.1): 0.1 47.7 (another run), 0.3 41.9, 1 61.8. With the rule: bench
     instance 0.54-0.59 s; classifier fits (default threads) 0.16 s at N = 10^3, 1.1-1.3 s at 10^4,
-    10.6 s at 10^5; ``atom_weight=None`` 3.6 s at 10^3, 42 s at 10^4. ``max_inner`` 200
+    10.6 s at 10^5; ``atom_weight=None`` 3.6 s at 10^3, 42 s at 10^4 (before the Gram cache below). ``max_inner`` 200
     (hard margin: the as-written instances at N = 900 take 5.3 s for six seeds, 6.1 s with 50).
 
     An inner loop also ends when ``g`` is down to a bound on its own rounding
