@@ -32,7 +32,8 @@ def exact_dual(p, lam) -> Decimal:
     K = sp.csr_matrix(p.K).toarray()
     with localcontext() as ctx:
         ctx.prec = 80
-        total = sum((_dec(p.c[n]) * _dec(lam[n]) for n in range(p.N)), Decimal(0))
+        c = (1 - _dec(p.eps)) / p.N  # the exact c, not its float64 rounding
+        total = sum((c * _dec(lam[n]) for n in range(p.N)), Decimal(0))
         for j in range(p.M):
             abar = sum((_dec(K[n, j]) * _dec(p.y[n]) * _dec(lam[n]) for n in range(p.N)), Decimal(0)) / p.N
             total -= _dec(p.Delta[j]) * max(abar * abar / 2 - _dec(p.gamma), Decimal(0))
@@ -105,12 +106,25 @@ def test_rkhs_certificates_obey_exact_weak_duality(case, max_iter):
             assert Decimal(float(cert.primal)) >= max(duals), "certified primal below an exact dual value"
 
 
+@pytest.fixture(params=["extended", "float64"])
+def dual_precision(request, monkeypatch):
+    """Run a test with the certificate's extended-precision re-evaluation and with the float64
+    fallback (what a platform whose ``np.longdouble`` is float64 gets)."""
+    from gtvcvx.rkhs import certificate
+
+    if request.param == "float64":
+        monkeypatch.setattr(certificate, "EXTENDED_EPS", float(np.finfo(float).eps))
+    elif certificate.EXTENDED_EPS > np.finfo(float).eps / 64:
+        pytest.skip("np.longdouble is float64 here")
+    return request.param
+
+
 @pytest.mark.parametrize("gamma", [1e-6, 0.5, 50.0])
 @pytest.mark.parametrize("scale", [1.0, 1e6])
-def test_rkhs_dual_bound_holds_at_the_kink_under_cancellation(gamma, scale):
+def test_rkhs_dual_bound_holds_at_the_kink_under_cancellation(gamma, scale, dual_precision):
     """Multipliers of size ``scale`` whose signed kernel sums cancel to ``abar_0 = s`` (the kink of
     ``phi*``), nudged by a few ulps either way: the certified dual stays below the exact ``D(lambda)``,
-    and, with nothing to cancel, it is within a relative 1e-12 of it."""
+    and, with nothing to cancel, it is within a relative 1e-12 of it (both precisions)."""
     rng = np.random.default_rng(7)
     X = rng.normal(size=(8, 2))
     y = np.array([1.0, -1.0] * 4)
@@ -127,3 +141,23 @@ def test_rkhs_dual_bound_holds_at_the_kink_under_cancellation(gamma, scale):
     small = np.full(problem.N, 1e-3)
     exact = exact_dual(problem, small)
     assert exact - Decimal(float(certify(problem, small).dual)) <= Decimal(1e-12) * (1 + abs(exact))
+
+
+def test_extended_precision_tightens_the_dual_bound_under_cancellation(dual_precision):
+    """Large multipliers (a hard margin's) on 120 samples whose kernel sums cancel: the certified dual
+    stays below the exact value, and the extended-precision re-evaluation brings it within a
+    relative 1e-14 of it, where the float64 bound is ~N times looser."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(120, 2))
+    y = np.where(rng.random(120) < 0.5, -1.0, 1.0)
+    problem = RKHSProblem(X, y, Dictionary.from_samples(X[:40], 1.0), 0.5, 0.01, None)
+    lam = rng.uniform(0.0, 1e5, size=problem.N)
+    lam *= 1.3 * problem.s / np.median(np.abs(problem.abar(lam)))  # abar around the kink
+    cert = certify(problem, lam)
+    exact = exact_dual(problem, lam)
+    assert Decimal(float(cert.dual)) <= exact
+    slack = float((exact - Decimal(float(cert.dual))) / (1 + abs(exact)))
+    if dual_precision == "extended":
+        assert slack <= 1e-14
+    else:
+        assert slack >= 3e-14  # what the extended evaluation removes
