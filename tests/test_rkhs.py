@@ -389,9 +389,18 @@ def test_ssnal_active_rows_cache_matches_the_rows_and_their_gram_matrix():
         np.testing.assert_allclose(G, B[atoms] @ B[atoms].T, rtol=1e-12, atol=1e-12)
         sizes.append(cache.size)
         assert cache.size == before or cache.size <= 2 * size + 8  # grown (or started over) within the bound
+        assert cache.R.shape[0] <= max(64, 2 * (2 * size + 8), cache.size)  # memory O(|A| N)
     assert min(np.diff(sizes)) < 0  # it did start over at least once
     U, G = cache.get(np.array([], dtype=np.intp))
     assert U.shape == (0, 12) and G.shape == (0, 0)
+    # a large active set, then a small new one: the cache starts over and gives its buffers back
+    big = rng.normal(size=(300, 12))
+    cache = rs._ActiveRows(SimpleNamespace(M=300, N=12, rows=lambda atoms: big[atoms]), spare=0)
+    cache.get(np.arange(200))
+    assert cache.R.shape[0] >= 200
+    U, G = cache.get(np.array([250, 260, 270]))
+    assert cache.size == 3 and cache.R.shape[0] <= 6
+    np.testing.assert_allclose(G, big[[250, 260, 270]] @ big[[250, 260, 270]].T, rtol=1e-12)
 
 
 def _full_dphi(t, sc, v, x, lam_minus_k, d, Bd, sigma, tau, tdelta):

@@ -611,14 +611,16 @@ class _ActiveRows:
                 self.slot[:] = -1
                 self.size = 0
                 new = atoms
-            self._add(new)
+                if self.R.shape[0] > 2 * (2 * atoms.size + self.spare):  # and give back a buffer grown for more
+                    self.R, self.G = np.empty((0, self.sc.N)), np.empty((0, 0))
+            self._add(new, limit=2 * atoms.size + self.spare)
             slots = self.slot[atoms]
         return self.R[slots], self.G[np.ix_(slots, slots)]
 
-    def _add(self, new):
+    def _add(self, new, limit: int):
         n0, n1 = self.size, self.size + new.size
-        if n1 > self.R.shape[0]:
-            capacity = max(2 * self.R.shape[0], n1, 64)
+        if n1 > self.R.shape[0]:  # grow geometrically, but not past what the current atoms may fill
+            capacity = max(n1, min(max(2 * self.R.shape[0], 64), limit))
             R, G = np.empty((capacity, self.sc.N)), np.empty((capacity, capacity))
             R[:n0], G[:n0, :n0] = self.R[:n0], self.G[:n0, :n0]
             self.R, self.G = R, G
