@@ -371,36 +371,31 @@ def test_ssnal_newton_direction_solves_the_generalized_newton_system(monkeypatch
     np.testing.assert_allclose(rs._newton_direction(sc, Ub, Wb, x, g, sigma, tau), want, rtol=1e-8)
 
 
-def test_ssnal_active_rows_cache_matches_the_rows_and_their_gram_matrix():
-    """The cache returns ``B[A]`` and ``B[A] B[A]^T`` for any sequence of atom sets: as it grows, as it
-    starts over (more than 2 |A| + spare atoms) and when the rows come from a dense problem."""
+def test_ssnal_active_rows_match_the_rows_and_their_gram_matrix():
+    """For any sequence of active sets (growing, shrinking, replaced, empty) the buffers return the
+    same atoms in their slot order with ``U = B[atoms]`` and ``G = U U^T``, and give memory back
+    when the active set shrinks."""
     from gtvcvx.rkhs import solver as rs
 
     rng = np.random.default_rng(1)
-    B = rng.normal(size=(50, 12))
-    sc = SimpleNamespace(M=50, N=12, rows=lambda atoms: B[atoms])
-    cache = rs._ActiveRows(sc, spare=8)
-    sizes = []
-    for size in (3, 5, 9, 2, 20, 4, 30, 1):
-        atoms = np.sort(rng.choice(50, size, replace=False))
-        before = cache.size
-        U, G = cache.get(atoms)
+    B = rng.normal(size=(300, 12))
+    sc = SimpleNamespace(M=300, N=12, rows=lambda atoms: B[atoms])
+    active_rows = rs._ActiveRows(sc)
+    current = np.array([], dtype=np.intp)
+    for step in range(40):
+        if step in (10, 30):
+            current = np.sort(rng.choice(300, 150 if step == 10 else 0, replace=False))  # replaced wholesale
+        else:  # a few leave, a few enter
+            leave = rng.random(current.size) < 0.2
+            enter = rng.choice(300, 5, replace=False)
+            current = np.union1d(current[~leave], enter)
+        atoms, U, G = active_rows.update(current)
+        assert sorted(atoms.tolist()) == current.tolist()
         np.testing.assert_array_equal(U, B[atoms])
         np.testing.assert_allclose(G, B[atoms] @ B[atoms].T, rtol=1e-12, atol=1e-12)
-        sizes.append(cache.size)
-        assert cache.size == before or cache.size <= 2 * size + 8  # grown (or started over) within the bound
-        assert cache.R.shape[0] <= max(64, 2 * (2 * size + 8), cache.size)  # memory O(|A| N)
-    assert min(np.diff(sizes)) < 0  # it did start over at least once
-    U, G = cache.get(np.array([], dtype=np.intp))
-    assert U.shape == (0, 12) and G.shape == (0, 0)
-    # a large active set, then a small new one: the cache starts over and gives its buffers back
-    big = rng.normal(size=(300, 12))
-    cache = rs._ActiveRows(SimpleNamespace(M=300, N=12, rows=lambda atoms: big[atoms]), spare=0)
-    cache.get(np.arange(200))
-    assert cache.R.shape[0] >= 200
-    U, G = cache.get(np.array([250, 260, 270]))
-    assert cache.size == 3 and cache.R.shape[0] <= 6
-    np.testing.assert_allclose(G, big[[250, 260, 270]] @ big[[250, 260, 270]].T, rtol=1e-12)
+        assert active_rows.R.shape[0] <= max(4 * max(atoms.size, 64), 2 * atoms.size)
+    assert active_rows.R.shape[0] <= 64 + 4 * 64  # given back after the 150 atoms left
+
 
 
 def _full_dphi(t, sc, v, x, lam_minus_k, d, Bd, sigma, tau, tdelta):

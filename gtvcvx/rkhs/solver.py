@@ -586,50 +586,59 @@ def _final_lp_check(tracker, status, message):
 # SSNAL
 # ---------------------------------------------------------------------------------------
 class _ActiveRows:
-    """The rows of ``B`` of the atoms SSNAL has seen outside the identity zone, with their Gram matrix.
+    """The rows of ``B`` of SSNAL's active atoms and their Gram matrix, kept across Newton steps.
 
-    Successive Newton steps share most of their active atoms, so the Gram entries ``b_i . b_j`` are
-    computed once per pair (a new atom costs one product with the cached rows) instead of once per
-    step in the Woodbury matrix (see :func:`_newton_direction`). The cache starts over from the
-    current atoms when it would hold more than ``2 |A| + spare`` of them (memory stays O(|A| N)).
+    Successive steps share most of their active atoms (a few enter or leave per step), so the
+    rows and Gram entries ``b_i . b_j`` live in buffers in a fixed slot order: a leaving atom's
+    slot is filled by the last one (one row and one Gram row / column moved), an entering atom
+    costs its row and one product with the active rows, and ``U`` and ``U U^T`` are views of the
+    buffers' leading block: no per-step gather. Buffers grow geometrically and are given back
+    when the active set shrinks to a quarter of them (memory O(|A| N)).
     """
 
-    def __init__(self, sc, spare: int = 256):
+    def __init__(self, sc):
         self.sc = sc
-        self.spare = spare
-        self.slot = np.full(sc.M, -1, dtype=np.intp)  # atom -> row of the cache, -1 if absent
-        self.size = 0
+        self.slot = np.full(sc.M, -1, dtype=np.intp)  # atom -> its slot, -1 if not active
+        self.atoms = np.empty(0, dtype=np.intp)  # the active atoms in slot order
         self.R = np.empty((0, sc.N))
         self.G = np.empty((0, 0))
 
-    def get(self, atoms):
-        """``(U, G)``: the rows ``B[atoms]`` (|A| x N) and their Gram matrix ``U U^T``."""
-        slots = self.slot[atoms]
-        new = atoms[slots < 0]
+    def update(self, active):
+        """Make ``active`` (atom indices) the active set; returns ``(atoms, U, G)``: the same atoms in
+        slot order, their rows ``U = B[atoms]`` (|A| x N) and ``G = U U^T`` (views: read, do not keep)."""
+        n = self.atoms.size
+        member = np.zeros(self.sc.M, dtype=bool)
+        member[active] = True
+        stay = member[self.atoms]
+        k = int(np.count_nonzero(stay))
+        if k < n:  # fill the leaving slots below k with the kept atoms at or above k
+            self.slot[self.atoms[~stay]] = -1
+            holes = np.flatnonzero(~stay[:k])
+            movers = k + np.flatnonzero(stay[k:])
+            self.R[holes] = self.R[movers]
+            self.G[holes, :n] = self.G[movers, :n]
+            self.G[:n, holes] = self.G[:n, movers]
+            self.atoms[holes] = self.atoms[movers]
+            self.atoms = self.atoms[:k].copy()
+            self.slot[self.atoms] = np.arange(k)
+        new = active[self.slot[active] < 0]
+        m = k + new.size
+        capacity = self.R.shape[0]
+        if m > capacity or capacity > 4 * max(m, 64):
+            self._resize(k, max(2 * m, 64))
         if new.size:
-            if self.size + new.size > 2 * atoms.size + self.spare:  # start over from these atoms
-                self.slot[:] = -1
-                self.size = 0
-                new = atoms
-                if self.R.shape[0] > 2 * (2 * atoms.size + self.spare):  # and give back a buffer grown for more
-                    self.R, self.G = np.empty((0, self.sc.N)), np.empty((0, 0))
-            self._add(new, limit=2 * atoms.size + self.spare)
-            slots = self.slot[atoms]
-        return self.R[slots], self.G[np.ix_(slots, slots)]
+            self.R[k:m] = self.sc.rows(new)
+            cross = self.R[k:m] @ self.R[:m].T  # the new rows against every active one (themselves included)
+            self.G[k:m, :m] = cross
+            self.G[:m, k:m] = cross.T
+            self.atoms = np.concatenate([self.atoms, new])
+            self.slot[new] = np.arange(k, m)
+        return self.atoms, self.R[:m], self.G[:m, :m]
 
-    def _add(self, new, limit: int):
-        n0, n1 = self.size, self.size + new.size
-        if n1 > self.R.shape[0]:  # grow geometrically, but not past what the current atoms may fill
-            capacity = max(n1, min(max(2 * self.R.shape[0], 64), limit))
-            R, G = np.empty((capacity, self.sc.N)), np.empty((capacity, capacity))
-            R[:n0], G[:n0, :n0] = self.R[:n0], self.G[:n0, :n0]
-            self.R, self.G = R, G
-        self.R[n0:n1] = self.sc.rows(new)
-        cross = self.R[n0:n1] @ self.R[:n1].T  # the new rows against every cached one (themselves included)
-        self.G[n0:n1, :n1] = cross
-        self.G[:n1, n0:n1] = cross.T
-        self.slot[new] = np.arange(n0, n1)
-        self.size = n1
+    def _resize(self, k, capacity):
+        R, G = np.empty((capacity, self.sc.N)), np.empty((capacity, capacity))
+        R[:k], G[:k, :k] = self.R[:k], self.G[:k, :k]
+        self.R, self.G = R, G
 
 
 def _newton_direction(sc, U, W, x, g, sigma, tau, gram=None):
@@ -786,7 +795,10 @@ def _ssnal(sc, tracker, lam, z, max_iter, *, sigma0=10.0, sigma_growth=2.0, sigm
             A = np.flatnonzero(a > s)  # atoms in the clip or shrink zone: the only ones with zt != 0
             n_active = A.size
             # |A| x N, dense; B^T zt = U^T zt_A (no full product); the Gram matrix for Woodbury's system
-            U, gram = active_rows.get(A) if A.size < sc.N else (sc.rows(A), None)
+            if A.size < sc.N:
+                A, U, gram = active_rows.update(A)  # A in the buffers' slot order from here on
+            else:
+                U, gram = sc.rows(A), None
             g = -sc.c + U.T @ zt[A] + mut + (lam - lam_k) / tau
             gn = float(np.linalg.norm(g))
             pres = float(np.linalg.norm(zt - z) + np.linalg.norm(mut - mu)) / sigma
