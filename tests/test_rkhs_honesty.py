@@ -117,6 +117,8 @@ def dual_precision(request, monkeypatch):
         monkeypatch.setattr(certificate, "EXTENDED_EPS", float(np.finfo(float).eps))
     elif certificate.EXTENDED_EPS > np.finfo(float).eps / 64:
         pytest.skip("np.longdouble is float64 here")
+    else:  # blocks of one or two atoms, as at N ~ 10^6
+        monkeypatch.setattr(certificate, "EXTENDED_BLOCK_ENTRIES", 16)
     return request.param
 
 

@@ -285,12 +285,15 @@ def solve_dual(problem: RKHSProblem, *, method: str = "ssnal", tol: float = DEFA
     only the atoms ``A`` outside the identity zone of the prox enter (``d = 1`` in the clip zone,
     ``Delta/(sigma + Delta)`` in the shrink zone), solved by a Woodbury identity with an
     ``|A| x |A|`` Cholesky factor when ``|A| < N``, its matrix assembled from the Gram matrix of
-    the active atoms' rows (kept across steps, :class:`_ActiveRows`) and the samples inside the box
-    only (see :func:`_newton_direction`; same iterates, measured medians of three alternating runs,
-    one BLAS thread, to 4e-8: hard margin N = 900 0.94 -> 0.69 s, soft margin N = 3000 2.86 ->
+    the active atoms' rows (kept across steps in slot-ordered buffers, :class:`_ActiveRows`) and
+    the samples inside the box only (see :func:`_newton_direction`; same iterates. Measured, one
+    BLAS thread, to 4e-8, against a fresh ``|A| x N`` product per step: the Gram matrix alone, medians
+    of three alternating processes, hard margin N = 900 0.94 -> 0.69 s, soft margin N = 3000 2.86 ->
     2.55 s, the bench instance unchanged at ~0.6 s; classifier fits with default threads N = 10^4
     1.63 -> 1.43 s, 3 10^4 5.17 -> 4.53 s; with ``atom_weight=None``, ~930 kernels active, N = 10^3
-    3.7 -> 2.5 s and 10^4 39.5 -> 11.0 s); the step is an exact line search on the
+    3.7 -> 2.5 s and 10^4 39.5 -> 11.0 s; then the slot-ordered buffers instead of a per-step gather,
+    in-process medians of seven alternating runs, bench instance 0.84 -> 0.72 s, hard margin
+    0.97 -> 0.71 s); the step is an exact line search on the
     piecewise-linear monotone ``phi'`` along the direction. Then ``z <- prox_{sigma h*}(z + sigma B l)``,
     ``mu <- sigma (l + mu/sigma - P(l + mu/sigma))``, ``sigma <- min(growth sigma, sigma_max)``,
     ``tau = tau_factor sigma``. The proximal weight ``tau_factor`` is measured, not derived: on the
