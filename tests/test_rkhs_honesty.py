@@ -117,7 +117,8 @@ def dual_precision(request, monkeypatch):
         monkeypatch.setattr(certificate, "EXTENDED_EPS", float(np.finfo(float).eps))
     elif certificate.EXTENDED_EPS > np.finfo(float).eps / 64:
         pytest.skip("np.longdouble is float64 here")
-    else:  # blocks of one or two atoms, as at N ~ 10^6
+    else:  # at every certificate (not only near the resolution), in blocks of one or two atoms as at N ~ 10^6
+        monkeypatch.setattr(certificate, "EXTENDED_WHEN", 0.0)
         monkeypatch.setattr(certificate, "EXTENDED_BLOCK_ENTRIES", 16)
     return request.param
 
@@ -146,24 +147,53 @@ def test_rkhs_dual_bound_holds_at_the_kink_under_cancellation(gamma, scale, dual
     assert exact - Decimal(float(certify(problem, small).dual)) <= Decimal(1e-12) * (1 + abs(exact))
 
 
-def test_extended_precision_tightens_the_dual_bound_under_cancellation(dual_precision):
-    """Large multipliers (a hard margin's) on 120 samples whose kernel sums cancel: the certified dual
-    stays below the exact value, and the extended-precision re-evaluation brings it within a
-    relative 1e-14 of it, where the float64 bound is ~N times looser."""
+def test_extended_precision_tightens_the_dual_bound_under_cancellation():
+    """Large multipliers (a hard margin's) on 120 samples whose kernel sums cancel: both dual bounds stay
+    below the exact value; the extended-precision one is within a relative 1e-14 of it, the float64
+    one ~N times looser."""
+    from gtvcvx.rkhs import certificate
+
     rng = np.random.default_rng(3)
     X = rng.normal(size=(120, 2))
     y = np.where(rng.random(120) < 0.5, -1.0, 1.0)
     problem = RKHSProblem(X, y, Dictionary.from_samples(X[:40], 1.0), 0.5, 0.01, None)
     lam = rng.uniform(0.0, 1e5, size=problem.N)
     lam *= 1.3 * problem.s / np.median(np.abs(problem.abar(lam)))  # abar around the kink
-    cert = certify(problem, lam)
+    abar, bound = problem.abar_with_bound(lam)
     exact = exact_dual(problem, lam)
-    assert Decimal(float(cert.dual)) <= exact
-    slack = float((exact - Decimal(float(cert.dual))) / (1 + abs(exact)))
-    if dual_precision == "extended":
-        assert slack <= 1e-14
-    else:
-        assert slack >= 3e-14  # what the extended evaluation removes
+    plain = problem.dual_objective(lam, abar) - certificate._dual_rounding(problem, lam, abar, bound)
+    assert Decimal(float(plain)) <= exact
+    assert float((exact - Decimal(float(plain))) / (1 + abs(exact))) >= 3e-14  # what the extended evaluation removes
+    extended = certificate._extended_dual(problem, lam, abar, bound)
+    if extended is None:
+        pytest.skip("np.longdouble is float64 here")
+    assert Decimal(float(extended[0])) <= exact
+    assert float((exact - Decimal(float(extended[0]))) / (1 + abs(exact))) <= 1e-14
+
+
+def test_certify_tightens_the_dual_near_the_float64_resolution():
+    """A hard margin (gamma = 25, multipliers in the hundreds) solved to 1e-10: the float64 dual allowance
+    weighs in the gap, so ``certify`` re-evaluates the dual in extended precision (a higher bound, still
+    below the exact value); at a point far from optimal it does not."""
+    from gtvcvx.rkhs import certificate
+    from gtvcvx.rkhs.data import ELLIPSE_BOX, ellipses
+
+    if certificate.EXTENDED_EPS > np.finfo(float).eps / 64:
+        pytest.skip("np.longdouble is float64 here")
+    data = ellipses(150, seed=1)
+    problem = RKHSProblem(data.X, data.y, Dictionary.grid(ELLIPSE_BOX, 8, (1.0, 2.0), threshold=1e-6), 25.0, 1e-2)
+    result = solve_dual(problem, tol=1e-10, record_history=False)
+    lam = result.multipliers
+    abar, bound = problem.abar_with_bound(lam)
+    float64_dual = problem.dual_objective(lam, abar) - certificate._dual_rounding(problem, lam, abar, bound)
+    tight = certify(problem, lam, problem.Delta * result.alpha_envelope)
+    assert tight.dual > float64_dual
+    assert Decimal(float(tight.dual)) <= exact_dual(problem, lam)
+    rough = np.full(problem.N, 1e-3)
+    far = certify(problem, rough)
+    abar, bound = problem.abar_with_bound(rough)
+    assert far.dual == problem.dual_objective(rough, abar) - certificate._dual_rounding(problem, rough, abar, bound)
+
 
 
 @pytest.mark.parametrize("width, eps, gamma, max_iter", [(0.3, 0.0, 1e-6, 50), (0.3, 0.1, 1.0, 9), (1.0, 0.0, 0.01, 50),
