@@ -320,6 +320,22 @@ def test_ssnal_stops_as_inaccurate_when_its_gap_stalls():
         assert "SSNAL stalled" in r.message or "float64 cannot certify" in r.message
 
 
+def test_ssnal_stops_when_its_newton_steps_cannot_move_the_multipliers():
+    """40 samples, C = 1e3: at sigma_max the exact line search returns steps ~1e-19 against multipliers
+    ~100 (below their own rounding), with a gradient above the absolute 1e-6 of the noise rule; every
+    inner loop ran its 200 steps unchanged, and tol = 1e-11 ran into a 30 s limit after 9,000 Newton
+    steps. Such a loop ends at once and the stall rule stops the run as inaccurate."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(40, 2))
+    y = np.where(X[:, 0] * X[:, 1] > 0, 1.0, -1.0)
+    p = RKHSProblem(X, y, Dictionary.from_samples(X, 1.0), 0.5, 0.1, 1e3)
+    r = solve_dual(p, tol=1e-11, record_history=False, time_limit=60)
+    assert r.info["newton_steps"] < 200
+    if r.status != Status.OPTIMAL:  # another BLAS may round its way below 1e-11
+        assert r.status == Status.INACCURATE
+        assert "SSNAL stalled" in r.message and "float64's rounding" in r.message
+
+
 def test_history_and_limits():
     p = tiny_problem(20.0)
     r = solve_dual(p)

@@ -45,6 +45,8 @@ DEFAULT_TOL = 1e-6
 
 _DEFAULT_MAX_ITER = {"ssnal": 200, "pdhg": 200_000, "subgradient": 200_000}
 
+_EPS = float(np.finfo(float).eps)
+
 
 # ---------------------------------------------------------------------------------------
 # proximal operators (pure functions)
@@ -779,7 +781,7 @@ def _ssnal(sc, tracker, lam, z, max_iter, *, sigma0=10.0, sigma_growth=2.0, sigm
     status, message = None, ""
     k = 0
     n_checks = 0
-    best_gaps, noise_stops = [], []  # per outer iteration: best gap, inner loop ended on its gradient's rounding
+    best_gaps, noise_stops = [], []  # per outer iteration: best gap, inner loop ended at float64's rounding
     active_rows = _ActiveRows(sc)
     while True:
         k += 1
@@ -820,10 +822,13 @@ def _ssnal(sc, tracker, lam, z, max_iter, *, sigma0=10.0, sigma_growth=2.0, sigm
             if gd >= 0:  # not a descent direction (numerical trouble): fall back to the gradient
                 d, Bd, gd = -g, sc.B_mul(-g), -gn * gn
             t = _line_search(sc, v, x, lam - lam_k, d, Bd, gd, sigma, tau, tdelta)
+            newton_total += 1
+            if t * float(np.max(np.abs(d))) <= 4.0 * _EPS * float(np.max(np.abs(lam), initial=0.0)):
+                at_noise = True
+                break  # the step is below the multipliers' own rounding: no Newton step can move them
             lam = lam + t * d
             v = v + t * Bd
             x = x + t * d
-            newton_total += 1
         z, mu = zt, mut
         rel = tracker.check(k, np.clip(lam, 0.0, ub), z, restarts=0, sigma=sigma, newton=newton_total,
                             active_atoms=n_active)
@@ -836,7 +841,7 @@ def _ssnal(sc, tracker, lam, z, max_iter, *, sigma0=10.0, sigma_growth=2.0, sigm
             status = Status.INACCURATE
             message = (f"SSNAL stalled: the certified rel_gap stayed at {best_gaps[-1]:.3g} over the last "
                        f"{SSNAL_STALL_CHECKS} outer iterations at sigma = sigma_max = {sigma:g}, each ended "
-                       f"with its gradient at its own rounding, above "
+                       f"with its gradient or its Newton step at float64's rounding, above "
                        f"tol = {tracker.tol:g} (the certificate's own rounding allows "
                        f"{tracker.resolution:.3g}; loosen tol)")
         if status is not None:
