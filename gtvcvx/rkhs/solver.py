@@ -318,8 +318,10 @@ def solve_dual(problem: RKHSProblem, *, method: str = "ssnal", tol: float = DEFA
 
     An inner loop also ends when ``g`` is down to a bound on its own rounding
     (:func:`_gradient_noise`: ``z = sigma (v - prox(v))`` loses ``sigma u |v|``, ``u`` the unit
-    roundoff, so at ``sigma`` ~ 1e5-1e6 no Newton step can reduce ``g`` further); before this rule such
-    a loop ran into ``max_inner``. Measured to tol = 1e-8 / 1e-10 (seconds, Newton steps): the bench
+    roundoff, so at ``sigma`` ~ 1e5-1e6 no Newton step can reduce ``g`` further), or when the exact line
+    search's step is below the multipliers' own rounding (``t max|d| <= 4u max|l|``: the iterate cannot
+    move; 40 samples at C = 1e3 and tol = 1e-11 ran 9,000 such steps into a 30 s limit); before these
+    rules such a loop ran into ``max_inner``. Measured to tol = 1e-8 / 1e-10 (seconds, Newton steps): the bench
     instance 1.55 s, 363 / 2.48 s, 563 before against 0.64 s, 164 / 0.63 s, 165; a hard margin at N = 900
     1.40 s, 595 / 8.2 s, 1995 (then ``inaccurate``) against 1.08 s, 396 / 0.75 s, 403; a 40-sample soft margin
     (C = 1000) 0.85 s, 470 against 0.07 s, 72. Every method stops as ``inaccurate`` when the
