@@ -105,15 +105,31 @@ def _dual_rounding(problem: RKHSProblem, lam, abar, abar_bound) -> float:
     extended-precision re-evaluation of :func:`_extended_dual`).
     """
     p = problem
-    u = np.finfo(float).eps
-    delta = 4.0 * (p.N + 8) * u * abar_bound
-    reach = np.abs(abar) + delta
-    near = reach > p.s * (1.0 - 8.0 * u)
-    atom_error = np.where(near, reach * delta + 4.0 * u * (0.5 * np.square(reach) + p.gamma), 0.0)
+    near, delta = _kink_atoms(p, abar, abar_bound)
     conjugate_sum = float(p.Delta @ phi_conjugate(abar, p.gamma))
     linear_sum = float(np.abs(p.c) @ np.abs(lam))
-    total = (float(p.Delta @ atom_error) + 4.0 * (p.M + 2) * u * conjugate_sum + 4.0 * (p.N + 2) * u * linear_sum
-             + 2.0 * u * (linear_sum + conjugate_sum))
+    return _allowance(p, near, np.abs(abar[near]) + delta, delta, np.finfo(float).eps, p.M, conjugate_sum, linear_sum)
+
+
+def _kink_atoms(problem: RKHSProblem, abar, abar_bound):
+    """``(near, delta)``: the atoms whose ``phi*`` may be nonzero, exactly or as computed
+    (``|abar_j| + delta_j > s (1 - 8u)``), and ``delta_j = 4 (N + 8) u b_j``, the bound on the rounding of
+    their float64 ``abar_j`` (see :func:`_dual_rounding`); every other atom has ``phi* = 0`` both ways."""
+    u = np.finfo(float).eps
+    delta = 4.0 * (problem.N + 8) * u * abar_bound
+    near = np.flatnonzero(np.abs(abar) + delta > problem.s * (1.0 - 8.0 * u))
+    return near, delta[near]
+
+
+def _allowance(problem: RKHSProblem, near, reach, delta, unit: float, n_terms: int, conjugate_sum: float,
+               linear_sum: float) -> float:
+    """The doubled first-order allowance of :func:`_dual_rounding` (and, with the extended unit and
+    ``delta``, of :func:`_extended_dual`): the near atoms' segments and evaluations, the two sums
+    (``n_terms`` conjugate terms, ``N`` linear ones) and the final subtraction, in units of ``unit``."""
+    p = problem
+    atom_error = reach * delta + 4.0 * unit * (0.5 * np.square(reach) + p.gamma)
+    total = (float(p.Delta[near] @ atom_error) + 4.0 * (n_terms + 2) * unit * conjugate_sum
+             + 4.0 * (p.N + 2) * unit * linear_sum + 2.0 * unit * (linear_sum + conjugate_sum))
     return 2.0 * total
 
 
@@ -176,20 +192,15 @@ def _extended_dual(problem: RKHSProblem, lam, abar, abar_bound) -> tuple[float, 
     if EXTENDED_EPS > u / 64.0:
         return None
     ux = EXTENDED_EPS
-    delta = 4.0 * (p.N + 8) * u * abar_bound
-    near = np.flatnonzero(np.abs(abar) + delta > p.s * (1.0 - 8.0 * u))  # the others have phi* = 0 exactly
+    near, _ = _kink_atoms(p, abar, abar_bound)  # the others have phi* = 0 exactly
     a = _abar_extended(p, lam, near)
-    conj_terms = p.Delta[near] * np.maximum(np.square(a) / 2 - p.gamma, 0)
-    conj = np.sum(conj_terms)
+    conj = np.sum(p.Delta[near] * np.maximum(np.square(a) / 2 - p.gamma, 0))
     lin = (1 - np.longdouble(p.eps)) * np.sum(lam.astype(np.longdouble)) / p.N
     value = float(lin - conj)
     delta_x = 4.0 * (u + (p.N + 8) * ux) * abar_bound[near]
-    reach = np.abs(a.astype(float)) + delta_x
-    atom_error = reach * delta_x + 4.0 * ux * (0.5 * np.square(reach) + p.gamma)
     lin, conj = abs(float(lin)), float(conj)
-    total = (float(p.Delta[near] @ atom_error) + 4.0 * (near.size + 2) * ux * conj + 4.0 * (p.N + 2) * ux * lin
-             + 2.0 * ux * (lin + conj))
-    rounding = 2.0 * total + 2.0 * u * (lin + conj)
+    rounding = (_allowance(p, near, np.abs(a.astype(float)) + delta_x, delta_x, ux, near.size, conj, lin)
+                + 2.0 * u * (lin + conj))
     return value - rounding, rounding
 
 

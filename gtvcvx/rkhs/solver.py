@@ -652,7 +652,7 @@ def _newton_direction(sc, U, W, x, g, sigma, tau, gram=None):
     r"""Solve ``(U^T diag(W) U + diag(r)) d = -g`` with ``r = sigma 1[x outside box] + 1/tau``.
 
     ``U`` holds the rows of ``B`` of the atoms outside the identity zone (dense, |A| x N), ``W =
-    sigma d_A`` their generalized-Hessian weights and ``gram`` (optional) ``U U^T``.
+    sigma d_A`` their generalized-Hessian weights and ``gram`` ``U U^T`` (computed here if not given).
 
     Notes
     -----
@@ -671,14 +671,13 @@ def _newton_direction(sc, U, W, x, g, sigma, tau, gram=None):
     if U.shape[0] == 0:
         return -g / r
     if U.shape[0] < sc.N:  # Woodbury: an |A| x |A| system, upper triangle (symmetric rank-k updates)
-        if gram is not None:
-            rho = 1.0 / (sigma + 1.0 / tau)
-            S = rho * gram
-            free = np.flatnonzero(~out)
-            if free.size:  # U_F^T is Fortran-ordered, so BLAS reads it in place
-                S += dsyrk(tau - rho, U[:, free].T, trans=1)
-        else:
-            S = dsyrk(1.0, (U * (1.0 / np.sqrt(r))).T, trans=1)
+        if gram is None:  # (SSNAL passes it from its buffers)
+            gram = U @ U.T
+        rho = 1.0 / (sigma + 1.0 / tau)
+        S = rho * gram
+        free = np.flatnonzero(~out)
+        if free.size:  # U_F^T is Fortran-ordered, so BLAS reads it in place
+            S += dsyrk(tau - rho, U[:, free].T, trans=1)
         S[np.diag_indices_from(S)] += 1.0 / W
         rg = g / r
         try:
@@ -701,10 +700,9 @@ def _newton_direction(sc, U, W, x, g, sigma, tau, gram=None):
 def _gradient_noise(sc, U, vA, x, ztA, lam_step, sigma, tau) -> float:
     """A bound (16 u times the 2-norm of the per-sample magnitudes) on the rounding in SSNAL's inner gradient
     ``g = -c + U^T zt + sigma (x - P(x)) + (l - l_k) / tau``, ``zt = sigma (v - prox(v))``."""
-    u = np.finfo(float).eps
     terms = (np.abs(sc.c) + np.abs(U).T @ (np.abs(ztA) + sigma * np.abs(vA)) + sigma * np.abs(x)
              + np.abs(lam_step) / tau)
-    return float(16.0 * u * np.linalg.norm(terms))
+    return float(16.0 * _EPS * np.linalg.norm(terms))
 
 
 def _line_search(sc, v, x, lam_minus_k, d, Bd, gd, sigma, tau, tdelta):
