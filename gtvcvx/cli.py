@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 
@@ -46,6 +47,14 @@ def main(argv=None) -> int:
         return int(args._run(args))
     except KeyboardInterrupt:
         print("gtvcvx: interrupted", file=sys.stderr)
+        backend = sys.modules.get("gtvcvx.reference.backend")  # (imported only if a reference solve ran)
+        if backend is not None and backend.workers_running():
+            # a backend's daemon thread is still in compiled code (CVXPY's C++ compiler, CLARABEL): the
+            # interpreter's shutdown would wait for the GIL it holds, then force-unwind it, which glibc
+            # turns into an abort ("FATAL: exception not rethrown", exit -6) when C++ catches everything
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(130)
         return 130
     except MemoryError as exc:
         if args.debug:

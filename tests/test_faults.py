@@ -131,6 +131,36 @@ def test_concurrent_report_into_the_same_directory_is_refused(tmp_path, capsys):
     assert "another gtvcvx report" in capsys.readouterr().err
 
 
+def test_interrupt_with_a_backend_still_running_exits_130_without_interpreter_shutdown(tmp_path):
+    """Ctrl-C while a reference backend's daemon thread is still in compiled code: the CLI leaves with
+    ``os._exit(130)``. Interpreter shutdown would force-unwind that thread, which aborted the process
+    (exit -6, "FATAL: exception not rethrown") when it sat in CVXPY's C++ compiler; the atexit marker
+    shows whether shutdown ran."""
+    import subprocess
+    import sys
+
+    marker = tmp_path / "shutdown-ran"
+    template = """
+import atexit, threading, time
+import gtvcvx.cli as cli
+import gtvcvx.commands.solve as solve
+from gtvcvx.reference import backend
+atexit.register(lambda: open(MARKER, "w").close())
+if RUNNING:
+    threading.Thread(target=time.sleep, args=(600,), name=backend.WORKER_PREFIX + "CLARABEL", daemon=True).start()
+def interrupted(args):
+    raise KeyboardInterrupt
+solve.run = interrupted
+raise SystemExit(cli.main(["solve", "spec.toml"]))
+"""
+    for running in (True, False):  # without a backend thread the CLI returns 130 normally (shutdown runs)
+        script = template.replace("MARKER", repr(str(marker))).replace("RUNNING", str(running))
+        proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 130, proc.stderr
+        assert "gtvcvx: interrupted" in proc.stderr
+        assert marker.exists() is not running
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["CLARABEL", "SCS"])
 def test_ctrl_c_during_a_reference_solve_exits_promptly_with_130(backend):

@@ -6,6 +6,7 @@ A backend that is not installed, raises, or returns an inaccurate / limited stat
 
 from __future__ import annotations
 
+import threading
 import time
 import warnings
 from dataclasses import dataclass
@@ -92,17 +93,24 @@ def _options(solver: str, opts: dict) -> dict:
     return merged
 
 
+#: Name prefix of the worker threads of :func:`_solve_interruptibly`.
+WORKER_PREFIX = "gtvcvx-backend-"
+
+
+def workers_running() -> bool:
+    """Whether a backend's worker thread (a daemon, possibly inside compiled code) is still running."""
+    return any(t.name.startswith(WORKER_PREFIX) and t.is_alive() for t in threading.enumerate())
+
+
 def _solve_interruptibly(problem, solver: str, options: dict) -> None:
     """``problem.solve`` in a worker thread, so that Ctrl-C reaches the caller at once.
 
     Compiled backends check for signals rarely (CLARABEL only when it returns) or catch SIGINT
     themselves (SCS stops with status "interrupted" and CVXPY returns normally). Here the main
     thread waits in short slices and re-raises ``KeyboardInterrupt`` immediately (the worker
-    is a daemon: it ends with the process); an SCS run stopped by SIGINT is turned back into
+    is a daemon: it ends with the process, see :func:`workers_running`); an SCS run stopped by SIGINT is turned back into
     ``KeyboardInterrupt`` too. Exceptions of the solve are re-raised in the caller.
     """
-    import threading
-
     outcome = {}
 
     def work():
@@ -115,7 +123,7 @@ def _solve_interruptibly(problem, solver: str, options: dict) -> None:
 
     in_main = threading.current_thread() is threading.main_thread()
     handler = signal.getsignal(signal.SIGINT) if in_main else None
-    worker = threading.Thread(target=work, name=f"gtvcvx-{solver}", daemon=True)
+    worker = threading.Thread(target=work, name=f"{WORKER_PREFIX}{solver}", daemon=True)
     worker.start()
     while worker.is_alive():
         if in_main and callable(handler):
