@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from gtvcvx.reference import installed_backends
 from gtvcvx.rkhs.reference import solve_rkhs_dual, solve_rkhs_primal
@@ -354,8 +355,6 @@ def test_history_and_limits():
 def test_ssnal_newton_direction_solves_the_generalized_newton_system(monkeypatch):
     """The Woodbury solve (a symmetric rank-k update and a Cholesky factor of its upper triangle,
     or least squares where the factor fails) gives ``(U^T diag(W) U + diag(r))^{-1} (-g)``."""
-    import scipy.linalg
-
     from gtvcvx.rkhs import solver as rs
 
     rng = np.random.default_rng(0)
@@ -368,9 +367,6 @@ def test_ssnal_newton_direction_solves_the_generalized_newton_system(monkeypatch
     expected = -np.linalg.solve(U.T @ (W[:, None] * U) + np.diag(r), g)
     np.testing.assert_allclose(rs._newton_direction(sc, U, W, x, g, sigma, tau), expected, rtol=1e-10)
 
-    def failing(*args, **kwargs):
-        raise np.linalg.LinAlgError("not positive definite")
-
     # with the Gram matrix: rho U U^T + (tau - rho) U_F U_F^T; all samples inside or all outside the box too
     for xs in (x, np.full(N, 0.25), np.full(N, -1.0)):
         rs_ = sigma * ((xs < 0) | (xs > sc.ub)) + 1.0 / tau
@@ -381,7 +377,7 @@ def test_ssnal_newton_direction_solves_the_generalized_newton_system(monkeypatch
     want = -np.linalg.solve(Ub.T @ (Wb[:, None] * Ub) + np.diag(r), g)
     np.testing.assert_allclose(rs._newton_direction(sc, Ub, Wb, x, g, sigma, tau), want, rtol=1e-10)
 
-    monkeypatch.setattr(scipy.linalg, "cholesky", failing)
+    monkeypatch.setattr(rs, "dpotrf", lambda S, **kw: (S, 1))  # LAPACK: "not positive definite"
     np.testing.assert_allclose(rs._newton_direction(sc, U, W, x, g, sigma, tau), expected, rtol=1e-8)
     np.testing.assert_allclose(rs._newton_direction(sc, U, W, x, g, sigma, tau, U @ U.T), expected, rtol=1e-8)
     np.testing.assert_allclose(rs._newton_direction(sc, Ub, Wb, x, g, sigma, tau), want, rtol=1e-8)
@@ -411,6 +407,27 @@ def test_ssnal_active_rows_match_the_rows_and_their_gram_matrix():
         np.testing.assert_allclose(G, B[atoms] @ B[atoms].T, rtol=1e-12, atol=1e-12)
         assert active_rows.R.shape[0] <= max(4 * max(atoms.size, 64), 2 * atoms.size)
     assert active_rows.R.shape[0] <= 64 + 4 * 64  # given back after the 150 atoms left
+
+
+@pytest.mark.parametrize("storage", ["sparse", "dense"])
+def test_scaled_rows_are_the_rows_of_B_one_by_one_or_gathered(storage):
+    """``_Scaled.rows`` returns ``B[atoms] = N Phi[atoms]`` whether it copies a few rows one by one or
+    gathers many (sparse storage), or slices ``K^T`` (dense); empty rows and no atoms too."""
+    from gtvcvx.rkhs import solver as rs
+
+    data = ellipses(60, seed=3)
+    D = Dictionary.grid(ELLIPSE_BOX, 6, (0.3, 1.0), threshold=1e-3)
+    K = D.kernel_matrix(data.X)
+    K = K.toarray() if storage == "dense" else K
+    p = RKHSProblem(data.X, data.y, D, 0.5, 0.1, 10.0, K=K)
+    assert p.dense == (storage == "dense")
+    B = p.N * np.asarray(sp.csr_matrix(p.Phi).todense())
+    assert (np.count_nonzero(B, axis=1) == 0).any() or storage == "dense"  # some atoms touch no sample
+    sc = rs._Scaled(p)
+    rng = np.random.default_rng(0)
+    for size in (0, 1, rs.ROW_LOOP_MAX, rs.ROW_LOOP_MAX + 1, p.M):
+        atoms = np.sort(rng.choice(p.M, size, replace=False)).astype(np.intp)
+        np.testing.assert_allclose(sc.rows(atoms), B[atoms], rtol=1e-15, atol=0)
 
 
 
