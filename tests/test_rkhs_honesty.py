@@ -195,6 +195,69 @@ def test_certify_tightens_the_dual_near_the_float64_resolution():
     assert far.dual == problem.dual_objective(rough, abar) - certificate._dual_rounding(problem, rough, abar, bound)
 
 
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("C", [None, 1e6])
+def test_primal_allowance_counts_the_nonzero_terms_and_covers_the_exact_objective(seed, C):
+    """A point on 7 of 400 atoms (coefficients from 1e-3 to 1e3, either sign) over 60 samples: the computed
+    envelope objective is within its allowance of the exact one (80 digits), an allowance charged for the
+    7 atoms and the nonzero hinges, not for all N + M terms."""
+    from gtvcvx.rkhs import certificate
+
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(60, 2))
+    y = np.where(rng.random(60) < 0.5, -1.0, 1.0)
+    centers = rng.uniform(-2.0, 2.0, size=(400, 2))
+    problem = RKHSProblem(X, y, Dictionary(centers, 0.5, rng.uniform(0.1, 2.0, 400), threshold=1e-6), 0.3, 0.1, C)
+    alpha = np.zeros(problem.M)
+    alpha[rng.choice(problem.M, 7, replace=False)] = rng.choice([-1.0, 1.0], 7) * 10.0 ** rng.uniform(-3, 3, 7)
+    if C is None:  # the samples the point reaches, labelled as it separates them, then the rescaling
+        f = problem.decision(alpha)
+        reached = np.abs(f) > 1e-6 * np.abs(f).max()
+        problem = RKHSProblem(X[reached], np.sign(f[reached]), problem.dictionary, 0.3, 0.1)
+        alpha = problem.make_feasible(alpha)
+        assert exact_envelope(problem, alpha) is not None
+    f = problem.decision(alpha)
+    value = problem.envelope_objective(alpha, f)
+    allowance = certificate._primal_rounding(problem, alpha, f, value)
+    assert abs(Decimal(float(value)) - exact_envelope(problem, alpha)) <= Decimal(float(allowance))
+    magnitude = abs(value) + float(problem.Delta @ (0.5 * alpha ** 2 + problem.s * np.abs(alpha)))
+    hinges = 0.0 if C is None else certificate._hinge_rounding(problem, alpha, f)
+    assert allowance - hinges <= 4.0 * (7 + 60 + 8) * np.finfo(float).eps * magnitude * (1 + 1e-12)
+
+
+def test_a_run_quotes_the_resolution_of_its_best_bounds():
+    """The hard margin above solved to 1e-10, then worse points checked. Given the best gap as a hint, a
+    worse point's certificate re-evaluates its dual in extended precision too (a higher bound, still below
+    the exact value), and the resolution a run quotes ("float64 cannot certify ...") is that of its best
+    primal and dual, not of its last certificate: a hard margin at N = 900 asked for 1e-12 stopped saying
+    "rounding alone allows 6.66e-11" from a last iterate whose certificate skipped the re-evaluation, while
+    its best bounds allowed 2.4e-13."""
+    import time
+
+    from gtvcvx.rkhs import certificate, solver
+    from gtvcvx.rkhs.data import ELLIPSE_BOX, ellipses
+
+    if certificate.EXTENDED_EPS > np.finfo(float).eps / 64:
+        pytest.skip("np.longdouble is float64 here")
+    data = ellipses(150, seed=1)
+    problem = RKHSProblem(data.X, data.y, Dictionary.grid(ELLIPSE_BOX, 8, (1.0, 2.0), threshold=1e-6), 25.0, 1e-2)
+    result = solve_dual(problem, tol=1e-10, record_history=False)
+    lam, z = result.multipliers, problem.Delta * result.alpha_envelope
+    best = certify(problem, lam, z)
+    worse = lam * (1.0 - 1e-6)
+    alone, hinted = certify(problem, worse, z), certify(problem, worse, z, gap_hint=best.gap)
+    assert hinted.dual_rounding < 0.01 * alone.dual_rounding and hinted.dual > alone.dual
+    assert Decimal(float(hinted.dual)) <= exact_dual(problem, worse)
+
+    tracker = solver._Tracker(problem, None, "ssnal", 1e-13, 10, None, False, False, time.perf_counter())
+    tracker.check(1, lam / problem.N, z)
+    tracker.check(2, np.full(problem.N, 1e-3) / problem.N)  # far from optimal: its own, looser allowance
+    assert tracker.best_dual == best.dual and tracker.best_primal == best.primal
+    quoted = (best.dual_rounding + best.primal_rounding) / (1.0 + abs(best.primal) + abs(best.dual))
+    assert tracker.resolution == pytest.approx(quoted, rel=1e-12) and quoted == pytest.approx(best.resolution)
+    assert not tracker.last.resolution == pytest.approx(quoted, rel=1e-3)
+
+
 
 @pytest.mark.parametrize("width, eps, gamma, max_iter", [(0.3, 0.0, 1e-6, 50), (0.3, 0.1, 1.0, 9), (1.0, 0.0, 0.01, 50),
                                                          (3.0, 0.0, 1e-6, 50)])

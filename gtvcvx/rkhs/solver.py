@@ -26,7 +26,7 @@ from scipy.linalg.lapack import dpotrf, dpotrs
 
 from .._restart import restart_due, updated_primal_weight
 from .._validation import check_positive_int, check_positive_number, check_time_limit
-from ..results import Status, gap_stalled, tol_out_of_reach
+from ..results import Status, gap_stalled, resolution_message, tol_out_of_reach
 from .certificate import RKHSCertificate, certify, hard_margin_feasible_point
 from .problem import RKHSProblem
 from .result import DEFAULT_CRITICAL_TOL, RKHSResult, critical_mask
@@ -157,6 +157,7 @@ class _Tracker:
         self.best_lam = np.zeros(problem.N)
         self.best_primal = np.inf
         self.best_alpha = None
+        self.best_dual_rounding = self.best_primal_rounding = 0.0  # the allowances inside the best bounds
         self.last: RKHSCertificate | None = None
         self.feasible_alpha = None  # from the hard-margin LP, if run
         self.lp_checked = False
@@ -170,12 +171,15 @@ class _Tracker:
 
     def check(self, iteration: int, lam_scaled, z=None, record: bool = True, **extra) -> float:
         """Certify (lam, z); update the best bounds; record a history row. Returns rel_gap."""
-        cert = certify(self.p, lam_scaled * self.p.N, z, feasible_alpha=self.feasible_alpha)
+        best_gap = self.best_primal - self.best_dual
+        cert = certify(self.p, lam_scaled * self.p.N, z, feasible_alpha=self.feasible_alpha,
+                       gap_hint=best_gap if np.isfinite(best_gap) else None)
         self.last = cert
         if cert.dual > self.best_dual:
-            self.best_dual, self.best_lam = cert.dual, cert.multipliers
+            self.best_dual, self.best_lam, self.best_dual_rounding = cert.dual, cert.multipliers, cert.dual_rounding
         if cert.alpha_envelope is not None and cert.primal < self.best_primal:
-            self.best_primal, self.best_alpha = cert.primal, cert.alpha_envelope
+            self.best_primal, self.best_alpha, self.best_primal_rounding = (cert.primal, cert.alpha_envelope,
+                                                                            cert.primal_rounding)
         gap, rel = self.gap()
         if self.record and record:
             row = {"iteration": iteration, "time": self.elapsed(), "dual": self.best_dual,
@@ -190,8 +194,13 @@ class _Tracker:
 
     @property
     def resolution(self) -> float:
-        """The last certificate's resolution (``nan`` before the first check)."""
-        return self.last.resolution if self.last is not None else float("nan")
+        """The resolution of the best bounds: the rounding allowances inside the best primal and dual
+        over ``1 + |P| + |D|`` (``nan`` until both are finite). Not the last certificate's: a later,
+        worse iterate's certificate may carry a looser allowance than the bounds the run reports."""
+        if not (np.isfinite(self.best_primal) and np.isfinite(self.best_dual)):
+            return float("nan")
+        return ((self.best_dual_rounding + self.best_primal_rounding)
+                / (1.0 + abs(self.best_primal) + abs(self.best_dual)))
 
     def gap(self):
         from ..results import relative_gap
@@ -566,7 +575,7 @@ def _at_resolution(tracker, rel) -> str:
     """The reason to stop when ``tol`` is below the certificate's resolution and the gap is down
     to it (``""`` otherwise)."""
     if tol_out_of_reach(tracker.tol, tracker.resolution, [rel], factor=RESOLUTION_STOP):
-        return f"{tracker.last.resolution_message(tracker.tol)}; certified rel_gap {rel:.3g}"
+        return f"{resolution_message(tracker.tol, tracker.resolution)}; certified rel_gap {rel:.3g}"
     return ""
 
 
@@ -588,7 +597,7 @@ def _stop_state(tracker, rel, k, max_iter, lp_check_after, n_checks):
     if k >= max_iter:
         message = f"max_iter = {max_iter} reached (rel_gap {rel:.3g})"
         if tracker.resolution > tracker.tol:
-            return Status.INACCURATE, f"{tracker.last.resolution_message(tracker.tol)}; {message}"
+            return Status.INACCURATE, f"{resolution_message(tracker.tol, tracker.resolution)}; {message}"
         return Status.MAX_ITER, message
     return None, ""
 
