@@ -9,7 +9,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 __all__ = ["Status", "GTVResult", "SolveResult", "WrappedSolve", "RESULT_ROW_KEYS", "relative_gap",
-           "resolution_message", "gap_stalled", "tol_out_of_reach"]
+           "resolution_message", "out_of_reach_message", "gap_stalled", "tol_out_of_reach"]
 
 
 class Status(StrEnum):
@@ -40,6 +40,11 @@ def resolution_message(tol: float, resolution: float) -> str:
     allowance alone is a relative gap of ``resolution``."""
     return (f"float64 cannot certify tol = {tol:g} on this problem: rounding alone allows a relative "
             f"gap of {resolution:.3g} (rescale the data or loosen tol)")
+
+
+def out_of_reach_message(tol: float, resolution: float, rel_gap: float) -> str:
+    """The message of a run stopped by :func:`tol_out_of_reach` at certified ``rel_gap``."""
+    return f"{resolution_message(tol, resolution)}; stopped at certified rel_gap {rel_gap:.3g}"
 
 
 def gap_stalled(gaps, checks: int) -> bool:

@@ -26,7 +26,7 @@ from scipy.linalg.lapack import dpotrf, dpotrs
 
 from .._restart import restart_due, updated_primal_weight
 from .._validation import check_positive_int, check_positive_number, check_time_limit
-from ..results import Status, gap_stalled, resolution_message, tol_out_of_reach
+from ..results import Status, gap_stalled, out_of_reach_message, resolution_message, tol_out_of_reach
 from .certificate import RKHSCertificate, certify, hard_margin_feasible_point
 from .problem import RKHSProblem
 from .result import DEFAULT_CRITICAL_TOL, RKHSResult, critical_mask
@@ -575,7 +575,7 @@ def _at_resolution(tracker, rel) -> str:
     """The reason to stop when ``tol`` is below the certificate's resolution and the gap is down
     to it (``""`` otherwise)."""
     if tol_out_of_reach(tracker.tol, tracker.resolution, [rel], factor=RESOLUTION_STOP):
-        return f"{resolution_message(tracker.tol, tracker.resolution)}; certified rel_gap {rel:.3g}"
+        return out_of_reach_message(tracker.tol, tracker.resolution, rel)
     return ""
 
 

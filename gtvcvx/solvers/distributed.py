@@ -28,7 +28,7 @@ from ..graph import Graph
 from ..losses import DOMAIN_RTOL
 from ..penalties import Penalty
 from ..problem import GTVProblem
-from ..results import GTVResult, Status, relative_gap, tol_out_of_reach
+from ..results import GTVResult, Status, out_of_reach_message, relative_gap, tol_out_of_reach
 from ._dask_part import Part, PartData
 from ._partition import part_layouts, partition_graph
 from .certificate import (_ROUNDING_FACTOR, UNBOUNDED_TARGET_RTOL, Certificate, ResidualAllowance,
@@ -474,8 +474,7 @@ def _solve(problem, graph, client, tol, max_iter, time_limit, warm_start, callba
                     s.setdefault("best_gaps", []).append(s["best_gap"])  # (setdefault: an older checkpoint)
                     if callback is None and tol_out_of_reach(tol, s["best_cert"].resolution, s["best_gaps"]):
                         status = Status.INACCURATE
-                        message = (f"{s['best_cert'].resolution_message(tol)}; stopped at certified rel_gap "
-                                   f"{s['best_gap']:.3g}")
+                        message = out_of_reach_message(tol, s["best_cert"].resolution, s["best_gap"])
                         break
                     # (s.get: a checkpoint written before this counter existed)
                     s["nonfinite"] = 0 if np.isfinite(cert.primal) else s.get("nonfinite", 0) + 1

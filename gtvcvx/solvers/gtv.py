@@ -21,7 +21,7 @@ from .._restart import restart_due, updated_primal_weight
 from .._threads import blas_threads as _blas_threads
 from .._validation import check_positive_int, check_positive_number, check_time_limit
 from ..problem import GTVProblem
-from ..results import GTVResult, Status, tol_out_of_reach
+from ..results import GTVResult, Status, out_of_reach_message, tol_out_of_reach
 from ._edge_kernels import MOVE_HALPERN, MOVE_NONE, MOVE_RESTART, EdgeSweep, divergence
 from ._node_kernels import NodeSweeps, squared_distance
 from ._pdhg_common import CHECK_SPACING as _CHECK_SPACING
@@ -635,7 +635,7 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
             best_gaps.append(best[0])
             if callback is None and tol_out_of_reach(tol, best[2].resolution, best_gaps):  # (a callback decides itself)
                 status = Status.INACCURATE
-                message = f"{best[2].resolution_message(tol)}; stopped at certified rel_gap {best[0]:.3g}"
+                message = out_of_reach_message(tol, best[2].resolution, best[0])
                 break
             call = callback is not None and (not hasattr(callback, "wants") or callback.wants(cert))
             shown = cert
