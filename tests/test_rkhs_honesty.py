@@ -73,7 +73,7 @@ def rkhs_problems(draw):
     y = np.where(rng.random(N) < 0.5, -1.0, 1.0)
     y[0], y[-1] = 1.0, -1.0
     dictionary = Dictionary.from_samples(X, scale * draw(st.sampled_from([0.3, 1.0, 3.0])))
-    C = draw(st.sampled_from([None, 1e-3, 1.0, 1e3, 1e6]))
+    C = draw(st.sampled_from([None, 1e-3, 1.0, 1e3, 1e6, 1e12, 1e50]))
     eps = draw(st.sampled_from([0.0, 1e-6, 0.1, 0.9]))
     gamma = draw(st.sampled_from([1e-6, 0.01, 1.0]))
     return RKHSProblem(X, y, dictionary, gamma, eps, C), seed
