@@ -123,16 +123,20 @@ def dual_precision(request, monkeypatch):
     return request.param
 
 
+@pytest.mark.parametrize("storage", ["sparse", "dense"])
 @pytest.mark.parametrize("gamma", [1e-6, 0.5, 50.0])
 @pytest.mark.parametrize("scale", [1.0, 1e6])
-def test_rkhs_dual_bound_holds_at_the_kink_under_cancellation(gamma, scale, dual_precision):
+def test_rkhs_dual_bound_holds_at_the_kink_under_cancellation(gamma, scale, storage, dual_precision):
     """Multipliers of size ``scale`` whose signed kernel sums cancel to ``abar_0 = s`` (the kink of
     ``phi*``), nudged by a few ulps either way: the certified dual stays below the exact ``D(lambda)``,
-    and, with nothing to cancel, it is within a relative 1e-12 of it (both precisions)."""
+    and, with nothing to cancel, it is within a relative 1e-12 of it (both precisions, both storages)."""
     rng = np.random.default_rng(7)
     X = rng.normal(size=(8, 2))
     y = np.array([1.0, -1.0] * 4)
-    problem = RKHSProblem(X, y, Dictionary.from_samples(X, 3.0), gamma, 0.1, 10.0 * scale)
+    dictionary = Dictionary.from_samples(X, 3.0)
+    K = dictionary.kernel_matrix(X)
+    problem = RKHSProblem(X, y, dictionary, gamma, 0.1, 10.0 * scale, K=K.toarray() if storage == "dense" else K)
+    assert problem.dense == (storage == "dense")
     lam = np.full(problem.N, scale)
     abar0 = problem.abar(lam)[0]
     lam[0] += (problem.s - abar0) * problem.N / (problem.K[0, 0] * y[0])
@@ -223,6 +227,31 @@ def test_primal_allowance_counts_the_nonzero_terms_and_covers_the_exact_objectiv
     magnitude = abs(value) + float(problem.Delta @ (0.5 * alpha ** 2 + problem.s * np.abs(alpha)))
     hinges = 0.0 if C is None else certificate._hinge_rounding(problem, alpha, f)
     assert allowance - hinges <= 4.0 * (7 + 60 + 8) * np.finfo(float).eps * magnitude * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("storage", ["sparse", "dense"])
+def test_extended_dual_sums_the_kernel_entries_not_their_rounded_quotients(storage):
+    """Samples at the scale 1e4 on a grid dictionary (cell-volume weights Delta ~ 1.3e9, coefficients ~ 6e-9):
+    the dual's Lipschitz constant at the kink is ~Delta, so an allowance for a rounding of ``u`` relative in
+    the kernel entries (those of ``Phi = y K / N``) alone held the resolution at 2.7e-6 and tol = 1e-6 stopped
+    ``inaccurate``. Summed from ``K`` itself in extended precision (sparse or dense storage) the bound stays
+    below the exact dual value and the run certifies."""
+    from gtvcvx.rkhs import certificate
+    from gtvcvx.rkhs.data import ELLIPSE_BOX, ellipses
+
+    if certificate.EXTENDED_EPS > np.finfo(float).eps / 64:
+        pytest.skip("np.longdouble is float64 here")
+    scale = 1e4
+    data = ellipses(120, seed=2)
+    dictionary = Dictionary.grid(np.asarray(ELLIPSE_BOX) * scale, 8, (2.0 * scale, 4.0 * scale), threshold=1e-6)
+    K = dictionary.kernel_matrix(data.X * scale)
+    problem = RKHSProblem(data.X * scale, data.y, dictionary, 0.5, 0.0, K=K.toarray() if storage == "dense" else K)
+    assert problem.dense == (storage == "dense") and problem.Delta.min() > 1e9
+    result = solve_dual(problem, tol=1e-6, record_history=False)
+    assert result.status == "optimal" and result.rel_gap <= 1e-6
+    cert = certify(problem, result.multipliers, problem.Delta * result.alpha_envelope, gap_hint=0.0)
+    assert cert.resolution < 3e-7
+    assert Decimal(float(cert.dual)) <= exact_dual(problem, cert.multipliers)
 
 
 def test_a_run_quotes_the_resolution_of_its_best_bounds():

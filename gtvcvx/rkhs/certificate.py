@@ -147,24 +147,25 @@ EXTENDED_BLOCK_ENTRIES = 1 << 21
 
 
 def _abar_extended(problem: RKHSProblem, lam, atoms):
-    """``abar[atoms]`` summed in ``np.longdouble`` (from the rows of ``Phi``, or of ``K^T`` when dense),
-    in blocks of atoms of about :data:`EXTENDED_BLOCK_ENTRIES` entries (bounded temporaries at large N)."""
+    """``abar[atoms] = (1/N) K[:, atoms]^T (y lam)`` summed in ``np.longdouble`` from the problem's own
+    kernel entries (columns of :attr:`~RKHSProblem.K_columns`, or rows of ``K^T`` when dense: exact data,
+    not the rounded entries of ``Phi``), in blocks of atoms of about :data:`EXTENDED_BLOCK_ENTRIES`
+    entries (bounded temporaries at large N)."""
     p = problem
     out = np.zeros(atoms.size, dtype=np.longdouble)
-    lam_x = lam.astype(np.longdouble)
-    weights = (p.y * lam).astype(np.longdouble) / p.N if p.dense else None
+    weights = (p.y * lam).astype(np.longdouble)  # exact: a sign flip of float64 values
     per_block = max(1, EXTENDED_BLOCK_ENTRIES // p.N)
     for start in range(0, atoms.size, per_block):
         block = atoms[start:start + per_block]
         if p.dense:
             out[start:start + block.size] = p.Kt[block].astype(np.longdouble) @ weights
             continue
-        rows = p.Phi[block]
-        terms = rows.data.astype(np.longdouble) * lam_x[rows.indices]
-        filled = np.flatnonzero(np.diff(rows.indptr) > 0)
+        columns = p.K_columns[:, block]
+        terms = columns.data.astype(np.longdouble) * weights[columns.indices]
+        filled = np.flatnonzero(np.diff(columns.indptr) > 0)
         if filled.size:
-            out[start + filled] = np.add.reduceat(terms, rows.indptr[filled])
-    return out
+            out[start + filled] = np.add.reduceat(terms, columns.indptr[filled])
+    return out / p.N
 
 
 #: The extended-precision re-evaluation runs when the float64 dual's rounding allowance exceeds this
@@ -180,10 +181,12 @@ def _extended_dual(problem: RKHSProblem, lam, abar, abar_bound) -> tuple[float, 
     -----
     The atoms whose ``phi*`` may be nonzero (``|abar_j| + delta_j > s (1 - 8u)``, see
     :func:`_dual_rounding`; on the benchmark instance ~120 of 3072) and the linear term are
-    re-evaluated in ``np.longdouble`` with unit ``u_x``: such an ``abar_j`` is a sum of the rows of
-    ``Phi`` (entries within ``u`` relative of ``y_n K_nj / N``) and is within
-    ``delta'_j = 4 (u + (N + 8) u_x) b_j`` of the exact value, ~``N`` times tighter than the float64
-    sum. The allowance is the float64 one with ``delta'`` for ``delta``, ``u_x`` for the sums,
+    re-evaluated in ``np.longdouble`` with unit ``u_x``: such an ``abar_j`` is summed from the
+    problem's own kernel entries times ``y_n lambda_n`` (all exact) and divided by ``N``, so it is
+    within ``delta'_j = 4 (N + 8) u_x b_j`` of the exact value, ~2000 times tighter than the float64
+    sum (from the rows of ``Phi``, whose entries carry a rounding of ``u`` relative of their own, it
+    would be ``4 (u + (N + 8) u_x) b_j``: with atom weights ``Delta ~ 1e9``, samples at the scale 1e4,
+    that ``u`` alone held the resolution at 2.7e-6). The allowance is the float64 one with ``delta'`` for ``delta``, ``u_x`` for the sums,
     doubled, plus ``2u (|c.l| + sum Delta phi*)`` for the return to float64. Under cancellation
     (hard margins, large multipliers) this is what lets the certificate's resolution on a hard margin
     at N = 900 (gamma = 25, multipliers in the thousands) fall from 6.8e-11 to 2e-12 (2.4e-13 with
@@ -201,7 +204,7 @@ def _extended_dual(problem: RKHSProblem, lam, abar, abar_bound) -> tuple[float, 
     conj = np.sum(p.Delta[near] * np.maximum(np.square(a) / 2 - p.gamma, 0))
     lin = (1 - np.longdouble(p.eps)) * np.sum(lam.astype(np.longdouble)) / p.N
     value = float(lin - conj)
-    delta_x = 4.0 * (u + (p.N + 8) * ux) * abar_bound[near]
+    delta_x = 4.0 * (p.N + 8) * ux * abar_bound[near]
     lin, conj = abs(float(lin)), float(conj)
     rounding = (_allowance(p, near, np.abs(a.astype(float)) + delta_x, delta_x, ux, near.size, conj, lin)
                 + 2.0 * u * (lin + conj))
