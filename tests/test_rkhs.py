@@ -230,6 +230,39 @@ def test_a_soft_margin_with_a_huge_C_certifies_like_the_hard_margin(C):
     assert soft.primal == pytest.approx(hard.primal, rel=1e-7)
 
 
+@pytest.mark.parametrize("which", ["dual", "primal"])
+def test_a_backend_claiming_a_soft_margin_unbounded_or_infeasible_is_a_solver_error(monkeypatch, which):
+    """A soft margin's dual maximizes a concave function over a box and its primal is feasible with slacks:
+    a backend's "unbounded" / "infeasible" there is its own numerical failure (CLARABEL said the dual was
+    unbounded with grid weights ~1e9), reported as ``solver_error`` naming the backend and the weights;
+    the same claim on a hard margin is explained as overlapping classes."""
+    from gtvcvx.reference.backend import BackendRun
+    from gtvcvx.rkhs import reference
+
+    claim = Status.UNBOUNDED if which == "dual" else Status.INFEASIBLE
+    monkeypatch.setattr(reference, "run_cvxpy", lambda problem, solver, opts: BackendRun(
+        claim, solver, float("nan"), 0.0, 0.0, None, f"CVXPY status '{claim}'"))
+    solve = solve_rkhs_dual if which == "dual" else solve_rkhs_primal
+    soft = solve(tiny_problem(C=10.0), "CLARABEL")
+    assert soft.status == Status.SOLVER_ERROR
+    assert "CLARABEL reported that" in soft.message and "cannot be" in soft.message and "Delta" in soft.message
+    hard = solve(tiny_problem(), "CLARABEL")
+    assert hard.status == claim and "overlapping classes" in hard.message
+
+
+def test_ssnal_soft_margin_rule_is_not_extrapolated_to_huge_atom_weights():
+    """Samples at the scale 1e4 on a grid dictionary (cell-volume weights Delta ~ 1.3e9): the measured
+    ``tau_factor`` rule, extrapolated to such weights, gave its floor 1e-3 and SSNAL stalled at a certified
+    gap of 0.63; with the weight clipped to the measured range it certifies 1e-4."""
+    scale = 1e4
+    data = ellipses(120, seed=2)
+    D = Dictionary.grid(np.asarray(ELLIPSE_BOX) * scale, 8, (2.0 * scale, 4.0 * scale), threshold=1e-6)
+    p = RKHSProblem(data.X * scale, data.y, D, 25.0, 0.9, 1000.0)
+    assert p.Delta.min() > 1e9
+    r = solve_dual(p, tol=1e-4, record_history=False)
+    assert r.status == Status.OPTIMAL and r.rel_gap <= 1e-4
+
+
 def test_hard_margin_with_overlapping_classes_is_unbounded():
     X, y, D = overlapping()
     p = RKHSProblem(X, y, D, 0.5, 0.1)

@@ -105,12 +105,22 @@ def _sparsify(alpha):
     return np.where(np.abs(alpha) > cut, alpha, 0.0)
 
 
-def _infeasible_message(problem, run, which):
-    if problem.C is None and run.status in (Status.UNBOUNDED, Status.INFEASIBLE):
-        what = "the dual is unbounded" if which == "dual" else "the primal is infeasible"
-        return (f"{what}: the hard-margin constraints y_n f(x_n) >= 1 - eps cannot all hold with this "
-                f"dictionary (overlapping classes); use a soft margin C ({run.message})")
-    return run.message
+def _checked_claim(problem, run, which):
+    """The backend's ``(status, message)``, with its infeasibility claims checked against the problem:
+    a hard margin that cannot hold is explained; a soft margin can be neither (its dual maximizes a
+    concave function over the box ``[0, C]^N``, its primal is feasible with slacks), so such a claim
+    is the backend's numerical failure and becomes ``solver_error`` saying so."""
+    if run.status not in (Status.UNBOUNDED, Status.INFEASIBLE):
+        return run.status, run.message
+    what = "the dual is unbounded" if which == "dual" else "the primal is infeasible"
+    if problem.C is None:
+        return run.status, (f"{what}: the hard-margin constraints y_n f(x_n) >= 1 - eps cannot all hold with "
+                            f"this dictionary (overlapping classes); use a soft margin C ({run.message})")
+    weights = f"{float(problem.Delta.min()):.3g} .. {float(problem.Delta.max()):.3g}"
+    return Status.SOLVER_ERROR, (f"{run.solver} reported that {what}, which a soft margin (C = {problem.C:g}) "
+                                 f"cannot be: a numerical failure of the backend, likely from the problem's scaling "
+                                 f"(atom weights Delta {weights}); rescale the data or the dictionary's weights "
+                                 f"({run.message})")
 
 
 def _result(problem, run, lam, alpha_env, critical_tol):
@@ -192,7 +202,7 @@ def solve_rkhs_dual(problem, solver: str = "CLARABEL", *, critical_tol: float = 
     p = _check_problem(problem)
     cp_problem, lam, coupling = rkhs_dual_statement(p)
     run = run_cvxpy(cp_problem, solver, opts)
-    run.message = _infeasible_message(p, run, "dual")
+    run.status, run.message = _checked_claim(p, run, "dual")
     lam_val = alpha_env = None
     if _usable(run):
         lam_val = _vector(lam.value, p.N)
@@ -216,7 +226,7 @@ def solve_rkhs_primal(problem, solver: str = "CLARABEL", *, critical_tol: float 
     p = _check_problem(problem)
     cp_problem, alpha, margin = rkhs_primal_statement(p)
     run = run_cvxpy(cp_problem, solver, opts)
-    run.message = _infeasible_message(p, run, "primal")
+    run.status, run.message = _checked_claim(p, run, "primal")
     lam_val = alpha_env = None
     if _usable(run):
         mult = _vector(margin.dual_value, p.N)
