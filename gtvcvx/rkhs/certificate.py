@@ -185,14 +185,15 @@ def _extended_dual(problem: RKHSProblem, lam, abar, abar_bound) -> tuple[float, 
     problem's own kernel entries times ``y_n lambda_n`` (all exact) and divided by ``N``, so it is
     within ``delta'_j = 4 (N + 8) u_x b_j`` of the exact value, ~2000 times tighter than the float64
     sum (from the rows of ``Phi``, whose entries carry a rounding of ``u`` relative of their own, it
-    would be ``4 (u + (N + 8) u_x) b_j``: with atom weights ``Delta ~ 1e9``, samples at the scale 1e4,
-    that ``u`` alone held the resolution at 2.7e-6). The allowance is the float64 one with ``delta'`` for ``delta``, ``u_x`` for the sums,
-    doubled, plus ``2u (|c.l| + sum Delta phi*)`` for the return to float64. Under cancellation
-    (hard margins, large multipliers) this is what lets the certificate's resolution on a hard margin
-    at N = 900 (gamma = 25, multipliers in the thousands) fall from 6.8e-11 to 2e-12 (2.4e-13 with
-    :func:`_primal_rounding` counting nonzero terms). It costs ``|near| N`` long-double products (a fifth of a
-    classifier fit at N = 10^5 if run at every check), so :func:`certify` runs it only where the
-    float64 allowance weighs in the gap (:data:`EXTENDED_WHEN`).
+    would be ``4 (u + (N + 8) u_x) b_j``: with atom weights ``Delta ~ 1e9``, samples at the scale
+    1e4, that ``u`` alone held the resolution at 2.7e-6). The allowance is the float64 one with
+    ``delta'`` for ``delta``, ``u_x`` for the sums, doubled, plus ``2u (|c.l| + sum Delta phi*)`` for
+    the return to float64. Under cancellation (hard margins, large multipliers) this is what lets the
+    certificate's resolution on a hard margin at N = 900 (gamma = 25, multipliers in the thousands)
+    fall from 6.8e-11 to 2e-12 (2.4e-13 with :func:`_primal_rounding` counting nonzero terms). It
+    costs ``|near| N`` long-double products (a fifth of a classifier fit at N = 10^5 if run at every
+    check), so :func:`certify` runs it only where the float64 allowance weighs in the gap
+    (:data:`EXTENDED_WHEN`) or in a caller's ``gap_hint``.
     """
     p = problem
     u = np.finfo(float).eps
@@ -320,7 +321,8 @@ def _rigorously_feasible(problem: RKHSProblem, alpha):
     return scaled if (again >= target).all() else None
 
 
-def certify(problem: RKHSProblem, lam, z=None, *, feasible_alpha=None, gap_hint: float | None = None) -> RKHSCertificate:
+def certify(problem: RKHSProblem, lam, z=None, *, feasible_alpha=None,
+            gap_hint: float | None = None) -> RKHSCertificate:
     r"""Certificate of optimality for multipliers ``lam`` and an optional primal candidate.
 
     Parameters

@@ -326,9 +326,10 @@ def solve_dual(problem: RKHSProblem, *, method: str = "ssnal", tol: float = DEFA
     faster than ``10`` (0.55 vs 1.77 s, 2.6 vs 4.3 s). The best soft-margin value moves with the
     atom weights ``Delta`` and the scaled box ``C' = C/N``, and the default follows the
     measurements: ``tau_factor = 0.01 median(Delta)^(-3/4) min(C', 1)^(1/2)`` (clipped to
-    [1e-3, 10]; the median weight clipped to the measured range :data:`TAU_RULE_WEIGHTS`). Measured (seconds, SSNAL to 1e-6; "sub" is the working set of the classifier's
-    fit): bench instance (N = 900, Delta = 0.79, C' = 1.1): 0.001 1.33, 0.01 0.55, 0.1 0.55;
-    classifier defaults (Delta = 1) N = 10^4 sub (C' = 0.1): 0.001 0.43, 0.01 0.46, 0.1 0.49;
+    [1e-3, 10]; the median weight clipped to the measured range :data:`TAU_RULE_WEIGHTS`). Measured
+    (seconds, SSNAL to 1e-6; "sub" is the working set of the classifier's fit): bench instance
+    (N = 900, Delta = 0.79, C' = 1.1): 0.001 1.33, 0.01 0.55, 0.1 0.55; classifier defaults
+    (Delta = 1) N = 10^4 sub (C' = 0.1): 0.001 0.43, 0.01 0.46, 0.1 0.49;
     N = 10^5 sub (C' = 0.01, 22k samples, most at the bound): 0.001 3.3, 0.01 5.1, 0.1 stalls at
     a gap of 2.5e-3 (the Newton loop ran into a cap of 50 steps at every outer iteration);
     ``atom_weight=None`` (Delta = 0.002) N = 1000 (C' = 1): 0.01 10.8, 0.1 6.0, 0.3 4.6, 1 3.5,
