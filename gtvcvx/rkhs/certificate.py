@@ -412,6 +412,8 @@ def certify(problem: RKHSProblem, lam, z=None, *, feasible_alpha=None,
                     continue
             f_point = f if point is a else p.decision(point)
             value = p.envelope_objective(point, f_point)
+            if not value < best_bound:  # (an allowance only adds)
+                continue
             # reported bounds carry a first-order bound on their own rounding, so primal >= P(alpha) >= P*
             # holds to the last bit (see _primal_rounding); the best bound wins
             rounding = _primal_rounding(p, point, f_point, value)
