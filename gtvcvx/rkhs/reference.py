@@ -164,7 +164,8 @@ def solve_rkhs_dual(problem, solver: str = "CLARABEL", *, critical_tol: float = 
         ``lam`` from the dual variable, the envelope point ``alpha_envelope`` from the coupling
         multiplier, the L0 recovery, and the certificate (``dual``, ``primal``, gaps) evaluated by
         gtvcvx; ``info["value"]`` is the backend's own objective. A hard margin that cannot hold
-        gives status ``unbounded`` with a message.
+        gives status ``unbounded`` with a message; a backend claiming a soft margin unbounded or
+        infeasible (which it cannot be) gives ``solver_error`` saying so.
 
     Notes
     -----
@@ -221,7 +222,8 @@ def solve_rkhs_primal(problem, solver: str = "CLARABEL", *, critical_tol: float 
     Returns
     -------
     gtvcvx.rkhs.RKHSResult
-        A hard margin that cannot hold gives status ``infeasible`` with a message.
+        A hard margin that cannot hold gives status ``infeasible`` with a message (a soft margin
+        claimed infeasible: ``solver_error``, see :func:`solve_rkhs_dual`).
     """
     p = _check_problem(problem)
     cp_problem, alpha, margin = rkhs_primal_statement(p)
