@@ -263,6 +263,72 @@ def test_ssnal_soft_margin_rule_is_not_extrapolated_to_huge_atom_weights():
     assert r.status == Status.OPTIMAL and r.rel_gap <= 1e-4
 
 
+def _tiny_weights_problem(C):
+    """Samples at the scale 1e-3 on a grid dictionary: cell-volume weights Delta ~ 1.3e-5, all 128 atoms
+    in the shrink zone, multipliers ~ 3e8."""
+    scale = 1e-3
+    data = ellipses(120, seed=2)
+    D = Dictionary.grid(np.asarray(ELLIPSE_BOX) * scale, 8, (2.0 * scale, 4.0 * scale), threshold=1e-6)
+    return RKHSProblem(data.X * scale, data.y, D, 0.5, 0.1, C)
+
+
+@pytest.mark.parametrize("C", [None, 1e8])
+def test_active_set_polish_finishes_a_run_whose_iterates_stall(monkeypatch, C):
+    """Grid weights ~1e-5: SSNAL's dual converges but its primal lags, and the run stalled at sigma_max at a
+    certified gap of 9e-6 (C = 1e8: 4e-6). Solving the optimality conditions on the active sets of the best
+    point certifies ~3e-12; with the polish off the run still stops ``inaccurate``."""
+    from gtvcvx.rkhs import solver as rs
+
+    p = _tiny_weights_problem(C)
+    r = solve_dual(p, tol=1e-9, record_history=False)
+    assert r.status == Status.OPTIMAL and r.rel_gap <= 1e-9 and r.info["polished_rel_gap"] <= 1e-9
+    monkeypatch.setattr(rs, "POLISH_MAX_UNKNOWNS", 0)
+    unpolished = solve_dual(p, tol=1e-9, record_history=False)
+    assert unpolished.status == Status.INACCURATE and unpolished.rel_gap > 1e-7
+    assert unpolished.info["polished_rel_gap"] is None
+
+
+def test_a_polish_that_misses_changes_nothing(monkeypatch):
+    """A polished point from wrong active sets is certified like any other and, being worse, kept by nobody:
+    the run's bounds, status and message are those it had."""
+    from gtvcvx.rkhs import solver as rs
+
+    p = _tiny_weights_problem(None)
+    monkeypatch.setattr(rs, "POLISH_MAX_UNKNOWNS", 0)
+    plain = solve_dual(p, tol=1e-9, record_history=False)
+    monkeypatch.setattr(rs, "POLISH_MAX_UNKNOWNS", 1000)
+    monkeypatch.setattr(rs, "_active_set_point", lambda problem, lam, alpha: (0.5 * lam, 2.0 * alpha))
+    missed = solve_dual(p, tol=1e-9, record_history=False)
+    assert (missed.status, missed.primal, missed.dual, missed.message) == (plain.status, plain.primal, plain.dual,
+                                                                           plain.message)
+    assert missed.info["polished_rel_gap"] > 1e3 * plain.rel_gap  # (the polished point's own gap)
+
+    def failing(problem, lam, alpha):
+        raise np.linalg.LinAlgError("SVD did not converge")
+
+    monkeypatch.setattr(rs, "_active_set_point", failing)
+    again = solve_dual(p, tol=1e-9, record_history=False)
+    assert (again.status, again.primal, again.dual) == (plain.status, plain.primal, plain.dual)
+
+
+@pytest.mark.parametrize("C", [None, 1000.0, 10.0])
+def test_active_set_point_of_a_near_optimal_point_is_optimal_to_rounding(C):
+    """From a point certified at 1e-6 (hard margin; soft with no multiplier at C; soft with some at C; atoms
+    in the shrink zone and at the kink) the active-set point certifies below 1e-11."""
+    from gtvcvx.rkhs import solver as rs
+
+    p = tiny_problem(C=C, gamma=0.01)
+    r = solve_dual(p, tol=1e-6, record_history=False)
+    alpha, lam = r.alpha_envelope, r.multipliers
+    assert (np.abs(alpha[alpha != 0]) < 0.999 * p.s).any()
+    if C == 10.0:
+        assert (lam >= 0.999 * C).any()
+    else:
+        assert (np.abs(alpha) > 1.001 * p.s).any()
+    lam_polished, alpha_polished = rs._active_set_point(p, lam, alpha)
+    assert certify(p, lam_polished, p.Delta * alpha_polished).rel_gap < 1e-11 < r.rel_gap
+
+
 def test_hard_margin_with_overlapping_classes_is_unbounded():
     X, y, D = overlapping()
     p = RKHSProblem(X, y, D, 0.5, 0.1)
