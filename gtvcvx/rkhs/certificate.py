@@ -248,13 +248,18 @@ def _hinge_rounding(problem: RKHSProblem, alpha, f) -> float:
     u = np.finfo(float).eps
     alpha = np.asarray(alpha, dtype=float)
     k = np.count_nonzero(alpha)
-    if p.nonnegative:  # Delta > 0 and K >= 0: |K| |Delta alpha| = K (Delta |alpha|), over the support only
-        reach = p.decision(np.abs(alpha))
-    else:
-        reach = p.abs_K @ np.abs(p.Delta * alpha)
-    delta = 4.0 * (k + 2) * u * reach + 4.0 * u * (1.0 + p.eps + np.abs(f))
+    delta = 4.0 * (k + 2) * u * _abs_decision(p, alpha) + 4.0 * u * (1.0 + p.eps + np.abs(f))
     at_risk = (1.0 - p.eps - p.y * f) + delta > 0
     return 2.0 * p.C / p.N * float(np.sum(delta[at_risk]))
+
+
+def _abs_decision(problem: RKHSProblem, alpha) -> np.ndarray:
+    """``|K| |Delta alpha|`` per sample (the scale of the rounding of ``f = K (Delta alpha)``); with ``K >= 0``
+    (Gaussian atoms) and ``Delta > 0`` it is ``K (Delta |alpha|)``, a product over the support only."""
+    p = problem
+    if p.nonnegative:
+        return p.decision(np.abs(alpha))
+    return p.abs_K @ np.abs(p.Delta * alpha)
 
 
 def _primal_rounding(problem: RKHSProblem, alpha, f, value: float) -> float:
@@ -309,7 +314,7 @@ def _rigorously_feasible(problem: RKHSProblem, alpha):
     if target <= 0:
         return alpha
     margins = p.y * p.decision(alpha)
-    err = 4.0 * (p.M + 2) * np.finfo(float).eps * (p.abs_K @ np.abs(p.Delta * alpha))
+    err = 4.0 * (p.M + 2) * np.finfo(float).eps * _abs_decision(p, alpha)
     low = margins - err
     if (low >= target).all():
         return alpha
@@ -317,7 +322,7 @@ def _rigorously_feasible(problem: RKHSProblem, alpha):
         return None
     t = float(np.max(target / low)) * (1.0 + 1e-12)
     scaled = t * np.asarray(alpha, dtype=float)
-    again = p.y * p.decision(scaled) - 4.0 * (p.M + 2) * np.finfo(float).eps * (p.abs_K @ np.abs(p.Delta * scaled))
+    again = p.y * p.decision(scaled) - 4.0 * (p.M + 2) * np.finfo(float).eps * _abs_decision(p, scaled)
     return scaled if (again >= target).all() else None
 
 
