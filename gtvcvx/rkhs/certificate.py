@@ -290,19 +290,20 @@ def _primal_rounding(problem: RKHSProblem, alpha, f, value: float) -> float:
     return rounding
 
 
-def _rescaling_may_pay(problem: RKHSProblem, alpha, f, violation) -> bool:
+def _rescaling_may_pay(problem: RKHSProblem, alpha, f, best_bound: float) -> bool:
     r"""Whether scaling a soft-margin point up until every margin holds (:func:`_rigorously_feasible`) may
-    lower its certified value: every margin positive, and ``(t^2 - 1) sum_j Delta_j psi(alpha_j)`` (a bound
-    on the extra cost of ``t alpha``, ``t = max_n (1 - eps) / (y_n f_n)``) below what the hinges cost,
-    rounding included. With a large ``C`` (a soft margin standing in for a hard one) a point at the
-    margins pays ``C/N`` times the rounding of ``f`` at every margin at the kink; the scaled point none.
+    give a lower certified value than ``best_bound`` (the best so far, this point's own included): every
+    margin positive, and ``t^2 sum_j Delta_j psi(alpha_j)`` (a bound on the cost of ``t alpha``, which pays
+    no hinge; ``t = max_n (1 - eps) / (y_n f_n)``) below it. With a large ``C`` (a soft margin standing in
+    for a hard one) a point at the margins pays ``C/N`` times the rounding of ``f`` at every margin at the
+    kink; the scaled point none.
     """
     p = problem
     margins = p.y * f
     if not (margins > 0).all():
         return False
     t = max(float(np.max((1.0 - p.eps) / margins)), 1.0)
-    return (t * t - 1.0) * p.envelope_cost(alpha) < p.slack_cost(violation) + _hinge_rounding(p, alpha, f)
+    return t * t * p.envelope_cost(alpha) < best_bound
 
 
 def _rigorously_feasible(problem: RKHSProblem, alpha):
@@ -395,10 +396,8 @@ def certify(problem: RKHSProblem, lam, z=None, *, feasible_alpha=None,
     best_bound, primal_rounding = float("inf"), 0.0
     for a, f in candidates:
         v = p.margin_violation(a, f)
-        if p.C is not None:
-            options = [(a, "none")]
-            if _rescaling_may_pay(p, a, f, v):
-                options.append((a, "scaled"))  # scaled up below until every margin holds despite rounding
+        if p.C is not None:  # (the scaled option is tried only if it may pay, once "none" is scored)
+            options = [(a, "none"), (a, "scaled")]
         elif not (v > 0).any():
             options = [(a, "none")]
         else:
@@ -411,6 +410,8 @@ def certify(problem: RKHSProblem, lam, z=None, *, feasible_alpha=None,
                 if combined is not None:
                     options.append((combined, "combined"))
         for point, how in options:
+            if how == "scaled" and p.C is not None and not _rescaling_may_pay(p, a, f, best_bound):
+                continue
             if p.C is None or how == "scaled":
                 point = _rigorously_feasible(p, point)  # margins that hold despite rounding of f
                 if point is None:
