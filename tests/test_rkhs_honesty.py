@@ -276,6 +276,9 @@ def test_a_run_quotes_the_resolution_of_its_best_bounds():
     worse = lam * (1.0 - 1e-6)
     alone, hinted = certify(problem, worse, z), certify(problem, worse, z, gap_hint=best.gap)
     assert hinted.dual_rounding < 0.01 * alone.dual_rounding and hinted.dual > alone.dual
+    for bad in ("1e-9", -1.0, float("nan")):
+        with pytest.raises(ValueError, match="gap_hint"):
+            certify(problem, worse, z, gap_hint=bad)
     assert Decimal(float(hinted.dual)) <= exact_dual(problem, worse)
 
     tracker = solver._Tracker(problem, None, "ssnal", 1e-13, 10, None, False, False, time.perf_counter())

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._validation import check_nonnegative_scalar
 from ..results import relative_gap, resolution_message
 from .problem import RKHSProblem, phi_conjugate
 
@@ -364,6 +365,8 @@ def certify(problem: RKHSProblem, lam, z=None, *, feasible_alpha=None,
     bound (value plus its rounding allowance) is reported.
     """
     p = problem
+    if gap_hint is not None:
+        gap_hint = check_nonnegative_scalar(gap_hint, "gap_hint")
     lam = np.clip(np.asarray(lam, dtype=float), 0.0, p.upper)
     if lam.shape != (p.N,) or not np.isfinite(lam).all():
         nan_alpha = np.zeros(p.M)
@@ -435,7 +438,7 @@ def certify(problem: RKHSProblem, lam, z=None, *, feasible_alpha=None,
         primal = gap = rel = float("inf")
     else:
         primal = best_value + primal_rounding
-    reference_gap = min(primal - dual, float("inf") if gap_hint is None else float(gap_hint))
+    reference_gap = min(primal - dual, float("inf") if gap_hint is None else gap_hint)
     if dual_rounding > EXTENDED_WHEN * reference_gap:  # near float64's resolution: tighten the dual's allowance
         extended = _extended_dual(p, lam, abar, abar_bound)
         if extended is not None and extended[0] > dual:
