@@ -229,13 +229,60 @@ def test_primal_allowance_counts_the_nonzero_terms_and_covers_the_exact_objectiv
     assert allowance - hinges <= 4.0 * (7 + 60 + 8) * np.finfo(float).eps * magnitude * (1 + 1e-12)
 
 
+def test_tree_segment_sums_add_each_segment_exactly_once():
+    """Ragged segments (empty, one entry, odd and even lengths) of integers (exact in float): each sum
+    is its segment's, empty segments give 0, and the result keeps the dtype (long double)."""
+    from gtvcvx.rkhs.certificate import _tree_segment_sums
+
+    lengths = np.array([0, 1, 2, 3, 5, 0, 8, 13, 0])
+    values = np.arange(1, lengths.sum() + 1).astype(np.longdouble)
+    expected = [sum(range(a + 1, b + 1)) for a, b in zip(np.r_[0, np.cumsum(lengths)[:-1]], np.cumsum(lengths))]
+    out = _tree_segment_sums(values, lengths)
+    assert out.dtype == np.longdouble and out.tolist() == expected
+    assert _tree_segment_sums(np.zeros(0), np.zeros(3, dtype=int)).tolist() == [0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("storage", ["sparse", "dense"])
+@pytest.mark.parametrize("N", [1, 2, 3, 64, 65, 300])
+def test_extended_abar_is_within_its_bound_of_the_exact_sum(N, storage):
+    """``_abar_extended`` (a balanced tree of long-double sums, in blocks of one atom) against the exact
+    ``(1/N) K^T (y lam)`` (80 digits) for multipliers spread over six decades: every atom within
+    ``_extended_delta``, which is ``ceil(log2 N) + 4`` (not ``N + 8``) times the long-double unit."""
+    from gtvcvx.rkhs import certificate
+
+    if certificate.EXTENDED_EPS > np.finfo(float).eps / 64:
+        pytest.skip("np.longdouble is float64 here")
+    rng = np.random.default_rng(N)
+    X = rng.normal(size=(N, 2))
+    y = np.where(rng.random(N) < 0.5, -1.0, 1.0)
+    dictionary = Dictionary.from_samples(rng.normal(size=(12, 2)), 1.0)
+    K = dictionary.kernel_matrix(X)
+    problem = RKHSProblem(X, y, dictionary, 0.5, 0.01, None, K=K.toarray() if storage == "dense" else K)
+    lam = rng.uniform(0.0, 1.0, N) * 10.0 ** rng.uniform(-3, 3, N)
+    abar, bound = problem.abar_with_bound(lam)
+    atoms = np.arange(problem.M)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(certificate, "EXTENDED_BLOCK_ENTRIES", 1)
+        extended = certificate._abar_extended(problem, lam, atoms)
+    delta = certificate._extended_delta(problem, bound)
+    assert np.all(delta <= 2.0 * (max(N - 1, 0).bit_length() + 4) * certificate.EXTENDED_EPS * bound * (1 + 1e-15))
+    dense_K = sp.csr_matrix(problem.K).toarray()
+    with localcontext() as ctx:
+        ctx.prec = 80
+        for j in atoms:
+            exact = sum((_dec(dense_K[n, j]) * _dec(y[n]) * _dec(lam[n]) for n in range(N)), Decimal(0)) / N
+            head = float(extended[j])  # a long double is exactly head + tail in float64
+            value = Decimal(head) + Decimal(float(extended[j] - np.longdouble(head)))
+            assert abs(value - exact) <= Decimal(float(delta[j]))
+
+
 @pytest.mark.parametrize("storage", ["sparse", "dense"])
 def test_extended_dual_sums_the_kernel_entries_not_their_rounded_quotients(storage):
     """Samples at the scale 1e4 on a grid dictionary (cell-volume weights Delta ~ 1.3e9, coefficients ~ 6e-9):
     the dual's Lipschitz constant at the kink is ~Delta, so an allowance for a rounding of ``u`` relative in
     the kernel entries (those of ``Phi = y K / N``) alone held the resolution at 2.7e-6 and tol = 1e-6 stopped
-    ``inaccurate``. Summed from ``K`` itself in extended precision (sparse or dense storage) the bound stays
-    below the exact dual value and the run certifies."""
+    ``inaccurate``. Summed from ``K`` itself in extended precision (sparse or dense storage) by a balanced tree
+    the bound stays below the exact dual value, the run certifies and the resolution is 7e-9."""
     from gtvcvx.rkhs import certificate
     from gtvcvx.rkhs.data import ELLIPSE_BOX, ellipses
 
@@ -250,7 +297,7 @@ def test_extended_dual_sums_the_kernel_entries_not_their_rounded_quotients(stora
     result = solve_dual(problem, tol=1e-6, record_history=False)
     assert result.status == "optimal" and result.rel_gap <= 1e-6
     cert = certify(problem, result.multipliers, problem.Delta * result.alpha_envelope, gap_hint=0.0)
-    assert cert.resolution < 3e-7
+    assert cert.resolution < 3e-8  # 1.6e-7 with a sequential long-double sum
     assert Decimal(float(cert.dual)) <= exact_dual(problem, cert.multipliers)
 
 
