@@ -329,6 +329,27 @@ def test_active_set_point_of_a_near_optimal_point_is_optimal_to_rounding(C):
     assert certify(p, lam_polished, p.Delta * alpha_polished).rel_gap < 1e-11 < r.rel_gap
 
 
+def test_active_set_point_with_huge_atom_weights():
+    """Grid weights Delta ~ 1.3e9 (samples at the scale 1e4), gamma = 25, eps = 0.9, every used atom at the
+    kink: the active-set system's two block rows differ by ~Delta. Unscaled, least squares cut the small
+    block as noise and the polished margins missed ``1 - eps`` by 5 %; with coefficients ``N Delta alpha``
+    as unknowns and equilibrated rows they hold to 1e-12 and the point certifies below 1e-11."""
+    from gtvcvx.rkhs import solver as rs
+
+    scale = 1e4
+    data = ellipses(120, seed=2)
+    D = Dictionary.grid(np.asarray(ELLIPSE_BOX) * scale, 8, (2.0 * scale, 4.0 * scale), threshold=1e-6)
+    p = RKHSProblem(data.X * scale, data.y, D, 25.0, 0.9)
+    assert p.Delta.min() > 1e9
+    r = solve_dual(p, tol=1e-6, record_history=False)
+    lam, alpha = rs._active_set_point(p, r.multipliers, r.alpha_envelope)
+    free = lam > 0
+    assert free.sum() >= 30 and not (np.abs(alpha) > p.s).any()
+    margins = p.y * p.decision(alpha)
+    assert np.abs(margins[free] - (1.0 - p.eps)).max() < 1e-12
+    assert certify(p, lam, p.Delta * alpha).rel_gap < 1e-11
+
+
 def test_hard_margin_with_overlapping_classes_is_unbounded():
     X, y, D = overlapping()
     p = RKHSProblem(X, y, D, 0.5, 0.1)

@@ -468,7 +468,9 @@ def _active_set_point(problem: RKHSProblem, lam, alpha):
     .. math::  N \Phi_{SF}^T \Delta_S (\Phi_{SF} \lambda_F + C \Phi_{SU} 1) + N \Phi_{KF}^T \Delta_K lpha_K
                = (1 - \epsilon) 1, \qquad \Phi_{KF} \lambda_F + C \Phi_{KU} 1 = s\, \mathrm{sign}(lpha_K),
 
-    (``N Phi_jn Delta_j alpha_j`` sums to the margin ``y_n f_n``), solved by least squares; then
+    (``N Phi_jn Delta_j alpha_j`` sums to the margin ``y_n f_n``), solved by least squares in the
+    unknowns ``(lambda_F, N Delta_K alpha_K)`` with every row divided by its largest entry (so that
+    atom weights far from 1 do not make one block look like noise to ``lstsq``); then
     ``alpha_S = Phi_S lambda``. Once SSNAL's iterates have found the sets this is the exact solution up
     to rounding (the bench instance at a gap of 6e-7: 8e-13), where its own convergence can stall at
     ``sigma_max`` (grid weights ~1e-5: a hard margin stalled at 9e-6, polished 3e-12). A wrong set gives a
@@ -497,9 +499,13 @@ def _active_set_point(problem: RKHSProblem, lam, alpha):
     PSF, PKF = PS[:, :F.size], PK[:, :F.size]
     at_c_S, at_c_K = upper * PS[:, F.size:].sum(axis=1), upper * PK[:, F.size:].sum(axis=1)
     weighted = N * PSF.T * Delta[S]
-    system = np.block([[weighted @ PSF, N * PKF.T * Delta[Kk]], [PKF, np.zeros((Kk.size, Kk.size))]])
+    # unknowns (lambda_F, w_K = N Delta_K alpha_K) and rows divided by their largest entry: with atom
+    # weights far from 1 (Delta ~ 1e9) the raw blocks differ by that factor and lstsq's rcond cut the small one
+    system = np.block([[weighted @ PSF, PKF.T], [PKF, np.zeros((Kk.size, Kk.size))]])
     rhs = np.concatenate([(1.0 - p.eps) - weighted @ at_c_S, s * np.sign(alpha[Kk]) - at_c_K])
-    solution = np.linalg.lstsq(system, rhs, rcond=None)[0]
+    row_scale = np.max(np.abs(system), axis=1, initial=0.0)
+    row_scale[row_scale == 0.0] = 1.0
+    solution = np.linalg.lstsq(system / row_scale[:, None], rhs / row_scale, rcond=None)[0]
     if not np.isfinite(solution).all():
         return None
     lam_new = np.zeros(N)
@@ -507,7 +513,7 @@ def _active_set_point(problem: RKHSProblem, lam, alpha):
     lam_new[F] = solution[:F.size]
     alpha_new = np.zeros(p.M)
     alpha_new[S] = PS @ lam_new[cols]
-    alpha_new[Kk] = solution[F.size:]
+    alpha_new[Kk] = solution[F.size:] / (N * Delta[Kk])
     return np.clip(lam_new, 0.0, C), alpha_new
 
 
