@@ -301,6 +301,41 @@ def test_extended_dual_sums_the_kernel_entries_not_their_rounded_quotients(stora
     assert Decimal(float(cert.dual)) <= exact_dual(problem, cert.multipliers)
 
 
+def test_multipliers_pulled_back_from_the_kink_certify_unscaled_data(monkeypatch):
+    """Samples at the scale 1e4 (grid weights Delta ~ 1.3e9), gamma = 25, eps = 0.9, hard margin: SSNAL's
+    float64 multipliers leave 33 atoms a rounding above the kink, each costing ~Delta s delta, and the run
+    stalled ``inaccurate`` at 2.9e-6 (tol 1e-6). The same multipliers scaled by ``1 - t`` (``t`` ~ 5e-12)
+    put them inside the zone where ``phi*`` is exactly zero: the dual bound rises, stays below the exact
+    dual value of the multipliers it reports, and the run certifies."""
+    from gtvcvx.rkhs import certificate
+    from gtvcvx.rkhs.data import ELLIPSE_BOX, ellipses
+
+    scale = 1e4
+    data = ellipses(120, seed=2)
+    dictionary = Dictionary.grid(np.asarray(ELLIPSE_BOX) * scale, 8, (2.0 * scale, 4.0 * scale), threshold=1e-6)
+    problem = RKHSProblem(data.X * scale, data.y, dictionary, 25.0, 0.9)
+    result = solve_dual(problem, tol=1e-6, record_history=False)
+    assert result.status == "optimal" and result.rel_gap <= 1e-6
+    with monkeypatch.context() as patch:
+        patch.setattr(certificate, "_pullback", lambda *args: None)
+        stalled = solve_dual(problem, tol=1e-6, record_history=False)
+        assert stalled.status == "inaccurate" and stalled.rel_gap > 1e-6
+        plain = certify(problem, stalled.multipliers, gap_hint=0.0)
+    pulled = certify(problem, stalled.multipliers, gap_hint=0.0)
+    assert 0.0 < pulled.pullback < 1e-10 and pulled.dual > plain.dual
+    np.testing.assert_array_equal(pulled.multipliers, stalled.multipliers * (1.0 - pulled.pullback))
+    assert Decimal(float(pulled.dual)) <= exact_dual(problem, pulled.multipliers)
+    assert pulled.dual_rounding < 1e-12 * abs(pulled.dual) < plain.dual_rounding
+    rng = np.random.default_rng(0)  # perturbed multipliers (a few ulps to 1e-10 relative) stay honest
+    kept = 0
+    for size in 10.0 ** rng.uniform(-15, -10, size=8):
+        trial = stalled.multipliers * (1.0 + size * rng.uniform(-1.0, 1.0, size=problem.N))
+        cert = certify(problem, trial, gap_hint=0.0)
+        kept += cert.pullback > 0
+        assert Decimal(float(cert.dual)) <= exact_dual(problem, cert.multipliers)
+    assert kept >= 4
+
+
 def test_a_run_quotes_the_resolution_of_its_best_bounds():
     """The hard margin above solved to 1e-10, then worse points checked. Given the best gap as a hint, a
     worse point's certificate re-evaluates its dual in extended precision too (a higher bound, still below

@@ -35,10 +35,11 @@ class RKHSCertificate:
     Attributes
     ----------
     multipliers : ndarray (N,)
-        The multipliers ``lambda`` projected onto ``[0, C]``.
+        The multipliers whose dual value ``dual`` bounds: ``lambda`` projected onto ``[0, C]``, times
+        ``1 - pullback``.
     dual : float
     alpha : ndarray (M,)
-        L0 recovery from ``lam``.
+        L0 recovery from ``lam`` (before any pull-back).
     l0_primal : float
         L0 objective at ``alpha`` (cost, plus the hinge term for a soft margin). For a hard margin
         the point may violate margins: see ``margin_violation``.
@@ -58,6 +59,9 @@ class RKHSCertificate:
         subtracted from / added to them), summed: the part of ``gap`` that no iterate can remove.
     dual_rounding, primal_rounding : float
         Its two parts (``primal_rounding`` is 0 without a primal point).
+    pullback : float
+        ``t`` when the dual bound is that of ``(1 - t) lambda`` (atoms a rounding above the kink pulled
+        below it, see :func:`_pullback`), else 0.
     """
 
     multipliers: np.ndarray
@@ -75,6 +79,7 @@ class RKHSCertificate:
     rounding: float = 0.0
     dual_rounding: float = 0.0
     primal_rounding: float = 0.0
+    pullback: float = 0.0
 
     @property
     def resolution(self) -> float:
@@ -257,6 +262,59 @@ def _extended_dual(problem: RKHSProblem, lam, abar, abar_bound) -> tuple[float, 
     return value - rounding, rounding
 
 
+def _dual_bound(problem: RKHSProblem, lam, abar, abar_bound, primal: float, gap_hint: float) -> tuple[float, float]:
+    """``(dual, rounding)``: ``D(lam)`` lowered by its float64 allowance (:func:`_dual_rounding`), or by the
+    extended-precision one (:func:`_extended_dual`) where the float64 allowance exceeds
+    :data:`EXTENDED_WHEN` times the smaller of ``primal - dual`` and ``gap_hint`` and the re-evaluation
+    gives the higher bound."""
+    # c.lam - sum Delta phi*(abar) can cancel when C is large: lower the bound by a first-order
+    # bound on its rounding, so that dual <= D(lam) <= P* holds to the last bit
+    rounding = _dual_rounding(problem, lam, abar, abar_bound)
+    dual = problem.dual_objective(lam, abar) - rounding
+    if rounding > EXTENDED_WHEN * min(primal - dual, gap_hint):  # near float64's resolution: tighten it
+        extended = _extended_dual(problem, lam, abar, abar_bound)
+        if extended is not None and extended[0] > dual:
+            return extended
+    return dual, rounding
+
+
+#: Atoms with ``s < |abar_j| <= s (1 + PULLBACK_REACH)`` count as "at the kink" for :func:`_pullback`.
+PULLBACK_REACH = 1e-6
+
+
+def _pullback(problem: RKHSProblem, lam, abar, abar_bound, dual_rounding: float) -> float | None:
+    r"""The factor ``t`` for which ``(1 - t) lambda`` may give a higher dual bound than ``lambda``, or None.
+
+    Notes
+    -----
+    At an optimum with atoms at the kink (``|abar_j| = s``, the usual case: the kernels the model
+    uses at less than full shrinkage), float64 multipliers put those ``abar_j`` a rounding above or
+    below ``s``, and each atom above or within its rounding allowance ``delta_j`` of ``s`` costs
+    ``Delta_j (phi*(abar_j) + |abar_j| delta_j)``: with atom weights ``Delta ~ 1e9`` (grid
+    weights on unscaled data) that held certified gaps at 3e-6. Since ``abar`` is linear in
+    ``lambda``, ``(1 - t) lambda`` with ``t`` just above ``max_j (|abar_j| + 2 delta_j - s (1 - 16 u))
+    / |abar_j|`` over those atoms (``|abar_j| <= s (1 +`` :data:`PULLBACK_REACH` ``)``) puts every one
+    of them strictly inside the zone where ``phi*`` is exactly zero, for the price of ``t`` times the
+    linear term. ``t`` is returned where that price is below the atoms' cost plus the allowance,
+    i.e. where the pulled-back point may pay; :func:`certify` evaluates it like any multipliers (it
+    lies in the box) and keeps the higher bound, so the choice of ``t`` affects only how tight the
+    bound is, never its validity.
+    """
+    p = problem
+    u = np.finfo(float).eps
+    near, delta = _kink_atoms(p, abar, abar_bound)
+    magnitude = np.abs(abar[near])
+    at_kink = (magnitude <= p.s * (1.0 + PULLBACK_REACH)) & (magnitude > 0.0)
+    if not at_kink.any():
+        return None
+    magnitude, delta, atoms = magnitude[at_kink], delta[at_kink], near[at_kink]
+    t = float(np.max((magnitude + 2.0 * delta - p.s * (1.0 - 16.0 * u)) / magnitude))
+    t = 2.0 * max(t, 0.0) + 16.0 * u
+    cost = float(p.Delta[atoms] @ phi_conjugate(abar[atoms], p.gamma)) + dual_rounding
+    price = t * abs(float(p.c @ lam))
+    return t if t < 1.0 and price < cost else None
+
+
 def _combine(problem: RKHSProblem, alpha, f, feasible_alpha, feasible_f):
     """Largest ``theta in [0, 1]`` with ``theta * alpha + (1 - theta) * feasible`` margin-feasible."""
     target = 1.0 - problem.eps
@@ -406,7 +464,9 @@ def certify(problem: RKHSProblem, lam, z=None, *, feasible_alpha=None,
     ``y_n f(x_n) > 0``) or by the convex combination with ``feasible_alpha`` closest to it; for a
     soft margin each is also tried scaled up until every margin holds despite rounding, where that
     may pay (:func:`_rescaling_may_pay`: a large ``C`` standing in for a hard margin). The lowest
-    bound (value plus its rounding allowance) is reported.
+    bound (value plus its rounding allowance) is reported. On the dual side ``(1 - t) lambda`` is
+    also evaluated where atoms sit a rounding above the kink of ``phi*`` and pulling them below it
+    may pay (:func:`_pullback`); the higher bound is reported with the multipliers it belongs to.
     """
     p = problem
     if gap_hint is not None:
@@ -417,10 +477,6 @@ def certify(problem: RKHSProblem, lam, z=None, *, feasible_alpha=None,
         return RKHSCertificate(np.zeros(p.N), float("-inf"), nan_alpha, float("nan"), float("nan"), float("nan"), None,
                            float("inf"), float("inf"), float("inf"), message="multipliers are not finite")
     abar, abar_bound = p.abar_with_bound(lam)
-    # c.lam - sum Delta phi*(abar) can cancel when C is large: lower the bound by a first-order
-    # bound on its rounding, so that dual <= D(lam) <= P* holds to the last bit
-    dual_rounding = _dual_rounding(p, lam, abar, abar_bound)
-    dual = p.dual_objective(lam, abar) - dual_rounding
     alpha = p.recover_alpha(abar=abar)
     f_alpha = p.decision(alpha)
     viol = p.margin_violation(alpha, f_alpha)
@@ -482,20 +538,27 @@ def certify(problem: RKHSProblem, lam, z=None, *, feasible_alpha=None,
         primal = gap = rel = float("inf")
     else:
         primal = best_value + primal_rounding
-    reference_gap = min(primal - dual, float("inf") if gap_hint is None else gap_hint)
-    if dual_rounding > EXTENDED_WHEN * reference_gap:  # near float64's resolution: tighten the dual's allowance
-        extended = _extended_dual(p, lam, abar, abar_bound)
-        if extended is not None and extended[0] > dual:
-            dual, dual_rounding = extended
+    hint = float("inf") if gap_hint is None else gap_hint
+    dual, dual_rounding = _dual_bound(p, lam, abar, abar_bound, primal, hint)
+    l0_gap = l0_primal - dual
+    pullback = _pullback(p, lam, abar, abar_bound, dual_rounding)
+    if pullback is not None:  # atoms a rounding above the kink: the same multipliers scaled down may pay
+        pulled = lam * (1.0 - pullback)
+        abar_pulled, bound_pulled = p.abar_with_bound(pulled)
+        trial = _dual_bound(p, pulled, abar_pulled, bound_pulled, primal, min(primal - dual, hint))
+        if trial[0] > dual:
+            lam, (dual, dual_rounding) = pulled, trial
+        else:
+            pullback = None
     if best is not None:
         gap = primal - dual
         rel = relative_gap(primal, dual)
     else:
         primal_rounding = 0.0
-    return RKHSCertificate(multipliers=lam, dual=dual, alpha=alpha, l0_primal=l0_primal, l0_gap=l0_primal - dual,
+    return RKHSCertificate(multipliers=lam, dual=dual, alpha=alpha, l0_primal=l0_primal, l0_gap=l0_gap,
                            margin_violation=margin_violation, alpha_envelope=best, primal=primal, gap=gap,
                            rel_gap=rel, repair=repair, message=message, rounding=dual_rounding + primal_rounding,
-                           dual_rounding=dual_rounding, primal_rounding=primal_rounding)
+                           dual_rounding=dual_rounding, primal_rounding=primal_rounding, pullback=pullback or 0.0)
 
 
 def hard_margin_feasible_point(problem: RKHSProblem, *, time_limit: float | None = None):
