@@ -55,7 +55,8 @@ def restart_due(r: float, r_epoch0: float, r_prev: float | None, k_in_epoch: int
 
 
 def updated_primal_weight(omega: float, primal_move: float, dual_move: float, smoothing: float = 0.5) -> float:
-    """``exp(smoothing log(dual_move / primal_move) + (1 - smoothing) log omega)``, or ``omega`` if a block stayed."""
-    if primal_move > MIN_MOVE and dual_move > MIN_MOVE:
-        return math.exp(smoothing * math.log(dual_move / primal_move) + (1.0 - smoothing) * math.log(omega))
+    """``exp(smoothing log(dual_move / primal_move) + (1 - smoothing) log omega)``, or ``omega`` if a block stayed (or the ratio is not a positive float)."""
+    ratio = dual_move / primal_move if primal_move > MIN_MOVE and dual_move > MIN_MOVE else float("nan")
+    if 0.0 < ratio < math.inf:  # (moves so unequal that the ratio under- or overflows leave omega too)
+        return math.exp(smoothing * math.log(ratio) + (1.0 - smoothing) * math.log(omega))
     return float(omega)

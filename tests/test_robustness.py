@@ -106,6 +106,26 @@ def test_nan_inputs_are_rejected_with_names():
         g.GTVProblem(g.graphs.chain(3), g.SquaredDistance(np.zeros((2, 2))), g.Norm2(), 1.0)
 
 
+def test_a_label_whose_square_overflows_is_a_status_not_a_math_domain_error():
+    """One label of 1e300 on a 10-node graph: the primal and dual moves of a restart differ by more than
+    float64 spans, and ``log(dual_move / primal_move)`` raised "math domain error" out of ``g.solve`` (the
+    CLI printed just that). The primal weight now stays where the ratio is not a positive float, and the
+    run ends with the overflow status and its reason."""
+    from gtvcvx._restart import updated_primal_weight
+
+    assert updated_primal_weight(2.0, 1e300, 1e-300) == 2.0 and updated_primal_weight(2.0, 1e-300, 1e300) == 2.0
+    assert updated_primal_weight(2.0, 1.0, 4.0) == pytest.approx(np.sqrt(8.0))  # exp(log(4) / 2 + log(2) / 2)
+    rng = np.random.default_rng(0)
+    node = np.repeat(np.arange(10), 3)
+    y = rng.normal(size=30)
+    y[0] = 1e300
+    problem = g.GTVProblem(g.graphs.chain(10), g.SquaredError.from_stacked(rng.normal(size=(30, 2)), y, node, 10),
+                           g.Norm2(), lam=0.05)
+    with np.errstate(all="ignore"):
+        result = g.solve(problem, tol=1e-6, method="halpern")
+    assert result.status == "solver_error" and "rescale the data" in result.message
+
+
 @pytest.mark.parametrize("method", ["halpern", "auto"])
 def test_an_objective_that_overflows_float64_stops_the_core_with_the_reason(method):
     """Points near 1e160 on a star (no exact solver): every P(W) overflows, so after
