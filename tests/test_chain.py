@@ -194,7 +194,7 @@ def test_the_path_certificate_leaves_negligible_capacities_and_infinite_gaps_to_
     assert direct_certificate(problem, _path_terms(problem, exact.W, plan)) is None
     assert exact.status == "optimal"
     generic = g.solvers.certify_pair(problem, exact.W, exact.U)
-    assert exact.gap == generic.gap and exact.U[7, 0] == 0.0
+    assert exact.gap == generic.gap
     # a W with an infinite entry: no finite certificate along the paths
     plain = g.GTVProblem(g.graphs.chain(n), problem.loss, g.Norm1(), lam=0.5)
     W = solve_chain(plain).W.copy()
