@@ -18,8 +18,10 @@ import numpy as np
 __all__ = [
     "as_float_array",
     "as_index_array",
+    "check_magnitude",
     "check_nonnegative_scalar",
     "check_positive_int",
+    "MAX_DATA_MAGNITUDE",
     "MAX_ELEMENTS",
     "ResourceLimitError",
     "memory_budget",
@@ -30,6 +32,11 @@ __all__ = [
 
 #: Refuse to allocate arrays with more elements than this (guards huge declared sizes).
 MAX_ELEMENTS = 2_000_000_000
+
+#: Data entries beyond this magnitude are refused where their squares are formed up front (the RKHS
+#: kernels' squared distances and default widths): float64 overflows past ~1.8e308. (The GTV losses
+#: square them inside the solve instead, which ends with an overflow status and the same remedy.)
+MAX_DATA_MAGNITUDE = 1e150
 
 
 class ResourceLimitError(ValueError):
@@ -212,6 +219,35 @@ def as_index_array(x, name: str, *, ndim: int | None = None) -> np.ndarray:
     if ndim is not None and out.ndim != ndim:
         raise ValueError(f"{name} must be a {ndim}-D array of indices, got shape {out.shape}")
     return out
+
+
+def check_magnitude(values: np.ndarray, name: str, locate=None) -> None:
+    """Refuse data whose largest entry exceeds :data:`MAX_DATA_MAGNITUDE` in magnitude.
+
+    Parameters
+    ----------
+    values : ndarray
+        Finite float data (checked with :func:`as_float_array` first).
+    name : str
+        Name in the message.
+    locate : callable, optional
+        Maps the flat index of the offending entry to the text after ``name`` (e.g. ``"[3][0, 1]"``);
+        by default its array index.
+
+    Raises
+    ------
+    ValueError
+        Naming the entry, its value and the remedy (rescale the data).
+    """
+    if values.size == 0:
+        return
+    flat = int(np.argmax(np.abs(values)))
+    value = float(values.flat[flat])
+    if abs(value) <= MAX_DATA_MAGNITUDE:
+        return
+    where = locate(flat) if locate is not None else f"[{', '.join(str(int(i)) for i in np.unravel_index(flat, values.shape))}]"
+    raise ValueError(f"{name}{where} = {value:.6g}: data beyond {MAX_DATA_MAGNITUDE:.0e} in magnitude cannot be "
+                     "used, since its squares overflow float64 (~1.8e308); rescale the data (e.g. standardize it)")
 
 
 def check_nonnegative_scalar(x, name: str) -> float:

@@ -366,6 +366,30 @@ def test_hard_margin_with_overlapping_classes_is_unbounded():
     assert soft.status == Status.OPTIMAL and soft.rel_gap <= 1e-6
 
 
+def test_data_whose_squares_overflow_is_refused_by_name():
+    """Features at 1e200: the default widths (from the data's spread) and the kernels' squared distances
+    overflow. The classifier said "widths must be finite, found inf at index (0,)" (the caller passed no
+    widths); now every entry point names the offending entry of X (or centers) and says to rescale."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 2))
+    y = (X[:, 0] > 0).astype(int)
+    huge = X * 1e200
+    with pytest.raises(ValueError, match=r"X\[\d+, \d\] = .*e\+200: data beyond 1e\+150 .* rescale the data"):
+        SparseKernelClassifier().fit(huge, y)
+    clf = SparseKernelClassifier().fit(X, y)
+    with pytest.raises(ValueError, match=r"X\[\d+, \d\] = .* rescale the data"):
+        clf.predict(huge)
+    dictionary = Dictionary.from_samples(X, 1.0)
+    with pytest.raises(ValueError, match=r"X\[\d+, \d\] = .* rescale the data"):
+        RKHSProblem(huge, np.where(y == 1, 1.0, -1.0), dictionary, 0.5, 0.1)
+    with pytest.raises(ValueError, match=r"centers\[\d+, \d\] = .* rescale the data"):
+        Dictionary(huge, 1.0)
+    with pytest.raises(ValueError, match=r"X\[\d+, \d\] = .* rescale the data"):
+        gaussian_kernel(huge, X, 1.0)
+    at_limit = X / np.abs(X).max() * 1e150  # the limit itself still works
+    assert SparseKernelClassifier().fit(at_limit, y).score(at_limit, y) > 0.9
+
+
 def test_classifier_input_errors_name_the_argument():
     p = tiny_problem(20.0)
     clf = SparseKernelClassifier(p.dictionary, 0.5, 0.1, 20.0)

@@ -21,6 +21,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
 from .._threads import blas_threads
+from .._validation import check_magnitude
 from ..results import Status
 from .dictionary import Dictionary
 from .problem import RKHSProblem
@@ -251,6 +252,7 @@ class SparseKernelClassifier(ClassifierMixin, BaseEstimator):
         """
         solver = self._check_params()
         X, y = validate_data(self, X, y, dtype=np.float64)
+        check_magnitude(X, "X")  # (the widths and the kernels square it)
         check_classification_targets(y)
         classes, encoded = np.unique(y, return_inverse=True)
         if classes.size < 2:

@@ -12,7 +12,7 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 
-from .._validation import allocation_guard, as_float_array, check_memory
+from .._validation import allocation_guard, as_float_array, check_magnitude, check_memory
 
 __all__ = ["Dictionary", "gaussian_kernel", "DEFAULT_THRESHOLD"]
 
@@ -41,6 +41,8 @@ def gaussian_kernel(X, centers, widths) -> np.ndarray:
     """
     X = as_float_array(X, "X", ndim=2)
     centers = as_float_array(centers, "centers", ndim=2, shape=(None, X.shape[1]))
+    check_magnitude(X, "X")  # (squared distances)
+    check_magnitude(centers, "centers")
     widths = np.broadcast_to(as_float_array(widths, "widths"), (centers.shape[0],))
     n, m = X.shape[0], centers.shape[0]
     # X @ S.T, the broadcast sum and the scaled copy: three dense (N, M) float64 arrays
@@ -138,6 +140,7 @@ class Dictionary:
 
     def __init__(self, centers, widths, weights=1.0, *, threshold: float = DEFAULT_THRESHOLD):
         centers = as_float_array(centers, "centers", copy=True)
+        check_magnitude(centers, "centers")  # (squared distances)
         if centers.ndim == 1:
             centers = centers[:, None]
         if centers.ndim != 2 or centers.shape[0] == 0 or centers.shape[1] == 0:
@@ -288,6 +291,7 @@ class Dictionary:
         X = as_float_array(X, name, ndim=2)
         if X.shape[1] != self.dim:
             raise ValueError(f"{name} must have {self.dim} columns (the dictionary's dimension), got {X.shape[1]}")
+        check_magnitude(X, name)  # (squared distances)
         n, m = X.shape[0], self.n_atoms
         if n == 0 or m == 0:
             return sp.csr_matrix((n, m))

@@ -22,7 +22,7 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 
-from .._validation import as_float_array
+from .._validation import as_float_array, check_magnitude
 from .dictionary import Dictionary
 
 __all__ = ["RKHSProblem", "encode_labels", "psi", "phi_conjugate"]
@@ -110,6 +110,7 @@ class RKHSProblem:
         X = as_float_array(X, "X", ndim=2)
         if X.shape[0] == 0:
             raise ValueError("X must hold at least one sample")
+        check_magnitude(X, "X")
         if X.shape[1] != dictionary.dim:
             raise ValueError(f"X must have {dictionary.dim} columns (the dictionary's dimension), got {X.shape[1]}")
         y = as_float_array(y, "y", ndim=1, shape=(X.shape[0],))
