@@ -106,6 +106,23 @@ def test_nan_inputs_are_rejected_with_names():
         g.GTVProblem(g.graphs.chain(3), g.SquaredDistance(np.zeros((2, 2))), g.Norm2(), 1.0)
 
 
+@pytest.mark.parametrize("method", ["auto", "halpern", "pdhg"])
+def test_a_warm_start_whose_objective_overflows_is_refused_by_name(method):
+    """A caller's warm start at 1e300 on sane data: the run ended ``solver_error`` telling the caller to
+    "rescale the data". The warm start is named instead; a flow of 1e300 is clipped into the
+    capacities and does no harm; data that overflow at W = 0 too still end with the solve's status."""
+    rng = np.random.default_rng(0)
+    problem = g.GTVProblem(g.graphs.star(20), g.SquaredDistance(rng.normal(size=(20, 3))), g.Norm2(), lam=0.3)
+    with pytest.raises(ValueError, match=r"warm_start W: P\(W\) evaluates to inf .* up to 1e\+300"):
+        g.solve(problem, warm_start={"W": np.full((20, 3), 1e300)}, method=method)
+    result = g.solve(problem, warm_start={"U": np.full((problem.n_edges, 3), 1e300)}, method=method, tol=1e-6)
+    assert result.status == "optimal"
+    huge = g.GTVProblem(g.graphs.star(20), g.SquaredDistance(1e160 * rng.normal(size=(20, 3))), g.Norm2(), lam=1e160)
+    with np.errstate(all="ignore"):
+        result = g.solve(huge, warm_start={"W": np.full((20, 3), 1e300)}, method="halpern")
+    assert result.status == "solver_error" and "rescale the data" in result.message
+
+
 def test_a_label_whose_square_overflows_is_a_status_not_a_math_domain_error():
     """One label of 1e300 on a 10-node graph: the primal and dual moves of a restart differ by more than
     float64 spans, and ``log(dual_move / primal_move)`` raised "math domain error" out of ``g.solve`` (the

@@ -106,6 +106,13 @@ def warm_start_parts(problem: GTVProblem, warm_start):
         raise TypeError("warm_start must be a GTVResult or a dict with keys 'W' and/or 'U'")
     W = None if W is None else problem.check_W(W, "warm_start W").copy()
     U = None if U is None else problem.check_U(U, "warm_start U").copy()
+    if W is not None:
+        with np.errstate(over="ignore", invalid="ignore"):
+            start_is_finite = np.isfinite(problem.objective(W)) or not np.isfinite(problem.objective(np.zeros_like(W)))
+        if not start_is_finite:  # (where P(0) overflows too, the data are to blame: the solve says so)
+            raise ValueError(f"warm_start W: P(W) evaluates to inf in float64 (entries up to "
+                             f"{float(np.abs(W).max()):.3g}) while P(0) is finite; pass a start within the "
+                             "data's range, or none")
     return W, U
 
 
