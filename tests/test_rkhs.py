@@ -366,6 +366,24 @@ def test_hard_margin_with_overlapping_classes_is_unbounded():
     assert soft.status == Status.OPTIMAL and soft.rel_gap <= 1e-6
 
 
+@pytest.mark.parametrize("C", [100.0, None])
+def test_a_warm_start_that_stalls_ssnal_is_followed_by_a_cold_start(C):
+    """Coefficients z0 1e50 times any sensible size: SSNAL's multiplier estimate never recovered and the
+    run stopped ``inaccurate`` at a gap of 1 telling the caller to "loosen tol". It now runs once more
+    from zero (the best bounds of both runs kept), certifies, and says so; garbage multipliers are
+    named (lam must be numbers)."""
+    data = ellipses(150, seed=1)
+    p = RKHSProblem(data.X, data.y, Dictionary.grid(ELLIPSE_BOX, 8, (1.0, 2.0), threshold=1e-6), 0.5, 0.1, C)
+    cold = solve_dual(p, record_history=False)
+    warm = solve_dual(p, record_history=False, z0=1e50 * p.Delta)
+    assert cold.status == warm.status == Status.OPTIMAL and warm.rel_gap <= 1e-6
+    assert "restarted from zero" in warm.message and "restarted" not in cold.message
+    assert warm.info["newton_steps"] > cold.info["newton_steps"]  # both runs' steps
+    assert abs(warm.dual - cold.dual) <= 2e-6 * (1.0 + abs(cold.dual))
+    with pytest.raises(ValueError, match="lam must be an array of real numbers"):
+        certify(p, "abc")
+
+
 def test_data_whose_squares_overflow_is_refused_by_name():
     """Features at 1e200: the default widths (from the data's spread) and the kernels' squared distances
     overflow. The classifier said "widths must be finite, found inf at index (0,)" (the caller passed no

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import check_nonnegative_scalar
+from .._validation import as_float_array, check_nonnegative_scalar
 from ..results import relative_gap, resolution_message
 from .problem import RKHSProblem, phi_conjugate
 
@@ -471,7 +471,7 @@ def certify(problem: RKHSProblem, lam, z=None, *, feasible_alpha=None,
     p = problem
     if gap_hint is not None:
         gap_hint = check_nonnegative_scalar(gap_hint, "gap_hint")
-    lam = np.clip(np.asarray(lam, dtype=float), 0.0, p.upper)
+    lam = np.clip(as_float_array(lam, "lam", finite=False), 0.0, p.upper)  # (not finite: said below)
     if lam.shape != (p.N,) or not np.isfinite(lam).all():
         nan_alpha = np.zeros(p.M)
         return RKHSCertificate(np.zeros(p.N), float("-inf"), nan_alpha, float("nan"), float("nan"), float("nan"), None,

@@ -438,10 +438,35 @@ def solve_dual(problem: RKHSProblem, *, method: str = "ssnal", tol: float = DEFA
             status, iterations, message, info = runner(sc, tracker, lam, z, max_iter, **options)
     except (np.linalg.LinAlgError, FloatingPointError) as exc:
         status, iterations, message, info = Status.SOLVER_ERROR, None, f"linear algebra failure: {exc}", {}
+    if _warm_start_stalled(tracker, status, lam0, z0):
+        # a caller's start far from the solution (coefficients 1e50 times the optimum's) can leave SSNAL's
+        # multiplier estimate stalled at a gap of 1: once more from zero, the tracker keeping the best bounds
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                first_steps = info.get("newton_steps")
+                status, more, message, info = runner(sc, tracker, np.zeros(problem.N), None, max_iter, **options)
+            iterations = (iterations or 0) + (more or 0)
+            if first_steps is not None and info.get("newton_steps") is not None:
+                info["newton_steps"] += first_steps  # (both runs' work)
+            message = "; ".join(filter(None, ("the warm start (lam0 / z0) stalled far from tol: restarted from zero",
+                                              message)))
+        except (np.linalg.LinAlgError, FloatingPointError) as exc:
+            status, message, info = Status.SOLVER_ERROR, f"linear algebra failure after a restart from zero: {exc}", {}
     status, message, info["polished_rel_gap"] = _polish_finish(tracker, iterations, status, message)
     solve_time = time.perf_counter() - solve_start
     return _finish(problem, tracker, status, iterations, message, info, method, setup_time, solve_time,
                    critical_tol)
+
+
+def _warm_start_stalled(tracker, status, lam0, z0) -> bool:
+    """Whether a warm-started run stopped ``inaccurate`` far above both ``tol`` and its resolution
+    (a stall, not float64's limit) with time left: then :func:`solve_dual` runs once more from zero."""
+    if status != Status.INACCURATE or (lam0 is None and z0 is None) or tracker.out_of_time():
+        return False
+    rel = tracker.gap()[1]
+    resolution = tracker.resolution
+    return rel > tracker.tol and not rel <= 10.0 * resolution
 
 
 #: The active-set polish (:func:`_active_set_point`) is skipped when its linear system would have more
