@@ -270,7 +270,10 @@ def solve_dual(problem: RKHSProblem, *, method: str = "ssnal", tol: float = DEFA
     lam0 : array_like (N,), optional
         Warm start for the multipliers (same scaling as the result's ``lam``).
     z0 : array_like (M,), optional
-        Warm start for ``Delta * alpha`` (SSNAL and PDHG).
+        Warm start for ``Delta * alpha`` (SSNAL and PDHG). A warm-started run that stops
+        ``inaccurate`` far above ``tol`` and its resolution (a stall, e.g. from coefficients far
+        from any solution) runs once more from zero with the time left, keeping the best bounds of
+        both; the message says so.
     record_history : bool
     verbose : bool
     critical_tol : float
