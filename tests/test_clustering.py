@@ -383,3 +383,32 @@ def test_large_problems_snap_only_where_rounding_of_fused_centers_matters(monkey
     assert not polisher.worth_trying(cert)  # rounding ~1e-16 of the budget: no try
     monkeypatch.setattr(core, "POLISH_ALWAYS_POINTS", 10_000)
     assert polisher.worth_trying(cert)
+
+
+@pytest.mark.parametrize("offset", [1e9, 1e12, -1e12])
+def test_points_far_from_the_origin_cluster_like_centered_ones(offset):
+    """60 points of unit spread offset by 1e9: lam_max's one-pass component means left sums of n 1e-7 in
+    its divergence, no routed flow was feasible and clustering_path raised a bare einsum error; at 1e12
+    the path stopped at max_iter with gaps of 1e-4. With the two-pass divergence and the problem solved
+    in exactly translated coordinates the path is the centered data's (same lams, same clusters, all
+    certified) and the centers come back in the caller's units."""
+    from gtvcvx.clustering import clustering_path, convex_clustering, lam_max
+    from gtvcvx.clustering._prep import exact_offset
+
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=(60, 3))
+    points = base + offset
+    shift = exact_offset(points)
+    assert np.array_equal((points - shift) + shift, points) and np.all(shift != 0)
+    assert np.all(exact_offset(base) == 0)  # (straddling the origin: no exact translation)
+    ref = clustering_path(base, n_lams=8)
+    path = clustering_path(points, n_lams=8)
+    assert np.allclose(path.lams, ref.lams, rtol=1e-4)  # (lam_max is certified to a relative 1e-4)
+    assert [r.n_clusters for r in path.results] == [r.n_clusters for r in ref.results]
+    assert all(r.status == "optimal" for r in path.results)
+    one, centered = convex_clustering(points, ref.lams[3]), convex_clustering(base, ref.lams[3])
+    # 2-strong convexity: ||W - W*||_F^2 <= gap for each; the shift back rounds at u |offset|
+    distance = np.linalg.norm(one.centers - offset - centered.centers)
+    assert distance <= np.sqrt(one.gtv.gap) + np.sqrt(centered.gtv.gap) + 60 * 3 * 2.3e-16 * abs(offset)
+    graph = one.problem.graph
+    assert np.isfinite(lam_max(points, graph).value)

@@ -73,7 +73,7 @@ def plot_clusterpath(path, ax=None, *, color_by=None, show_points: bool = True, 
 
     ax = _new_axes(ax)
     std = path.standardization
-    points, centers = std.forward(path.points), std.forward(path.centers)
+    points, centers = (std.forward(path.points), std.forward(path.centers)) if std.enabled else (path.points, path.centers)
     project, names = projection_2d(points)
     if std.enabled:
         names = tuple(f"{name} (standardized)" if name else name for name in names)
