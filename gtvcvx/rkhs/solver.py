@@ -376,7 +376,9 @@ def solve_dual(problem: RKHSProblem, *, method: str = "ssnal", tol: float = DEFA
     to rounding, wrong ones a worse point that is not kept. On grid weights ~1e-5 (samples at the scale
     1e-3, all atoms shrinking, multipliers ~3e8) SSNAL's dual converged while its primal lagged and the
     run stalled at a gap of 9e-6; polished, 3e-12 (a 135-problem survey of feature scales, C, gamma and
-    eps at N = 120: optimal 104 -> 123, the other 12 at their certificate's resolution).
+    eps at N = 120: optimal 104 -> 123, the other 12 at their certificate's resolution; all 135 with
+    the tree-summed extended dual and the pulled-back multipliers of
+    :func:`~gtvcvx.rkhs.certificate.certify`).
 
     **Working set.** A sample whose margin holds strictly at the optimum has ``lambda_n = 0``
     (complementary slackness) and can be dropped without changing the solution (the paper's
