@@ -79,6 +79,8 @@ class FLResult:
         Duality-gap certificate of ``W`` for ``target`` (``rel_gap`` says how far from optimal).
     seconds : float
     info : dict
+        The algorithm's parameters; ``diverged_at_round`` where a round's models were not finite (a step
+        size too large): the run stopped there and ``W`` / ``rounds`` are those of the round before.
     """
 
     name: str
@@ -119,10 +121,13 @@ def _is_half_squared_norm(penalty, d: int) -> bool:
 
 
 def _finish(name, W, rounds, per_round, history, target, certify, t0, info=None) -> FLResult:
+    info = dict(info or {})
+    if history and history[-1].get("diverged"):
+        info["diverged_at_round"] = int(history[-1]["round"])  # W is the last round's finite models
     cert = certify_W(target, W) if (certify and target is not None and W is not None) else None
     return FLResult(name=name, W=W, rounds=rounds, bytes_per_round=int(per_round), bytes_total=int(per_round * rounds),
                     history=pd.DataFrame(history), target=target, certificate=cert,
-                    seconds=time.perf_counter() - t0, info=info or {})
+                    seconds=time.perf_counter() - t0, info=info)
 
 
 def _change(new, old) -> float:
@@ -131,18 +136,24 @@ def _change(new, old) -> float:
 
 def _run_rounds(update, state, rounds: int, tol, label: str, objective=None, every: int = 50):
     """Apply ``state = update(state)`` for at most ``rounds`` rounds, stopping when the relative change
-    falls to ``tol``; returns ``(state, rounds run, history)`` with ``objective(state)`` recorded if given."""
+    falls to ``tol``; returns ``(state, rounds run, history)`` with ``objective(state)`` recorded if given.
+    A round whose update is not finite (a diverging step size) ends the loop with the previous state and
+    a last history row ``{"round": k, "change": inf, "diverged": True}`` (see ``_finish``)."""
     history = []
     k = 0
     for k in range(1, rounds + 1):
         if k % every == 0:
             substep(label, k, rounds)
-        new = update(state)
-        change = _change(new, state)
-        state = new
-        row = {"round": k, "change": change}
-        if objective is not None:
-            row["objective"] = objective(state)
+        with np.errstate(over="ignore", invalid="ignore"):  # (a diverging run is reported, not warned about)
+            new = update(state)
+            if not np.isfinite(new).all():
+                history.append({"round": k, "change": float("inf"), "diverged": True})
+                return state, k - 1, history
+            change = _change(new, state)
+            state = new
+            row = {"round": k, "change": change}
+            if objective is not None:
+                row["objective"] = objective(state)
         history.append(row)
         if tol is not None and change <= tol:
             break
@@ -376,7 +387,10 @@ def fedavg_gd(problem: GTVProblem, rounds: int = 1000, *, lr: float | None = Non
     def update(theta):
         G = np.tile(theta, (problem.n, 1))
         for _ in range(local_steps):  # every client at once
-            G = G - lr * loss.gradient(G)
+            with np.errstate(over="ignore", invalid="ignore"):
+                G = G - lr * loss.gradient(G)
+            if not np.isfinite(G).all():  # diverged (lr too large): _run_rounds stops
+                return np.full(problem.d, np.nan)
         return weights @ G
 
     def objective(theta):

@@ -155,3 +155,23 @@ def test_fl_algorithms_refuse_what_they_cannot_run():
         fedavg_gd(g.GTVProblem(graph, g.SquaredError(X, y), g.Norm2(), 1.0), weighting="clients")
     with pytest.raises(ValueError, match="X_test must be"):
         fedrelax_nonparametric(g.GTVProblem(graph, g.SquaredError(X, y), g.Norm2(), 1.0), object, np.ones((3, 5)))
+
+
+def test_a_diverging_step_size_is_reported_not_raised():
+    """FedAvg with lr = 1e10 on a quadratic: the models leave float64 within ~30 rounds, and the next
+    gradient call raised "W must be finite, found -inf" out of fedavg_gd. The run now stops at the first
+    round whose models are not finite, returns the round before (finite, its certificate honest: far from
+    optimal) and says where."""
+    import gtvcvx as g
+    from gtvcvx import fl
+
+    rng = np.random.default_rng(0)
+    node = np.repeat(np.arange(10), 3)
+    X = rng.normal(size=(30, 2))
+    y = X @ np.array([1.0, -1.0]) + 0.1 * rng.normal(size=30)
+    problem = g.GTVProblem(g.graphs.chain(10), g.SquaredError.from_stacked(X, y, node, 10), g.Norm2(), lam=0.1)
+    result = fl.fedavg_gd(problem, rounds=200, lr=1e10, weighting="nodes")
+    stopped = result.info["diverged_at_round"]
+    assert 1 < stopped < 200 and result.rounds == stopped - 1 and np.isfinite(result.W).all()
+    assert bool(result.history["diverged"].iloc[-1]) and result.certificate is not None and not result.rel_gap < 1
+    assert "diverged_at_round" not in fl.fedavg_gd(problem, rounds=50, weighting="nodes").info
