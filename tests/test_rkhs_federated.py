@@ -90,3 +90,8 @@ def test_federated_input_errors(split):
         federated_fit([agents[0], (agents[1][0], agents[1][1][:-1])], D, GAMMA, EPS)
     with pytest.raises(ValueError, match="exactly two classes"):
         federated_fit([(X, np.ones(len(y))) for X, y in agents], D, GAMMA, EPS)
+    # a dict per agent is read by its keys (unpacked, it gave "agents[0].X ... got dtype <U1")
+    as_dicts = federated_fit([{"X": X, "y": y} for X, y in agents], D, GAMMA, EPS, centralized=False)
+    assert as_dicts.agents["status"].iloc[0] == "optimal"
+    with pytest.raises(ValueError, match=r"agents\[0\] is a dict without the keys 'X' and 'y'"):
+        federated_fit([{"features": agents[0][0]}], D, GAMMA, EPS)

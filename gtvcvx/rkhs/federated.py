@@ -83,6 +83,10 @@ def _agent_data(agents):
     for i, item in enumerate(agents):
         if hasattr(item, "X") and hasattr(item, "y"):
             X, y = item.X, item.y
+        elif isinstance(item, dict):  # (unpacking a dict would give its keys)
+            if not {"X", "y"} <= item.keys():
+                raise ValueError(f"agents[{i}] is a dict without the keys 'X' and 'y'; expected an (X, y) pair")
+            X, y = item["X"], item["y"]
         else:
             try:
                 X, y = item
