@@ -34,6 +34,7 @@ References
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 
@@ -124,7 +125,9 @@ def _finish(name, W, rounds, per_round, history, target, certify, t0, info=None)
     info = dict(info or {})
     if history and history[-1].get("diverged"):
         info["diverged_at_round"] = int(history[-1]["round"])  # W is the last round's finite models
-    cert = certify_W(target, W) if (certify and target is not None and W is not None) else None
+    with np.errstate(over="ignore", invalid="ignore") if "diverged_at_round" in info else contextlib.nullcontext():
+        # (the last finite models of a diverging run may overflow P(W): the certificate says inf)
+        cert = certify_W(target, W) if (certify and target is not None and W is not None) else None
     return FLResult(name=name, W=W, rounds=rounds, bytes_per_round=int(per_round), bytes_total=int(per_round * rounds),
                     history=pd.DataFrame(history), target=target, certificate=cert,
                     seconds=time.perf_counter() - t0, info=info)
