@@ -437,31 +437,35 @@ def solve_dual(problem: RKHSProblem, *, method: str = "ssnal", tol: float = DEFA
     solve_start = time.perf_counter()
     tracker = _Tracker(problem, sc, method, tol, max_iter, time_limit, record_history, verbose, solve_start)
     runner = {"ssnal": _ssnal, "pdhg": _pdhg, "subgradient": _subgradient}[method]
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            status, iterations, message, info = runner(sc, tracker, lam, z, max_iter, **options)
-    except (np.linalg.LinAlgError, FloatingPointError) as exc:
-        status, iterations, message, info = Status.SOLVER_ERROR, None, f"linear algebra failure: {exc}", {}
+    status, iterations, message, info = _guarded_run(runner, sc, tracker, lam, z, max_iter, options,
+                                                     "linear algebra failure")
     if _warm_start_stalled(tracker, status, lam0, z0):
         # a caller's start far from the solution (coefficients 1e50 times the optimum's) can leave SSNAL's
         # multiplier estimate stalled at a gap of 1: once more from zero, the tracker keeping the best bounds
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)
-                first_steps = info.get("newton_steps")
-                status, more, message, info = runner(sc, tracker, np.zeros(problem.N), None, max_iter, **options)
-            iterations = (iterations or 0) + (more or 0)
-            if first_steps is not None and info.get("newton_steps") is not None:
-                info["newton_steps"] += first_steps  # (both runs' work)
+        first_steps = info.get("newton_steps")
+        status, more, message, info = _guarded_run(runner, sc, tracker, np.zeros(problem.N), None, max_iter, options,
+                                                   "linear algebra failure after a restart from zero")
+        iterations = (iterations or 0) + (more or 0)
+        if first_steps is not None and info.get("newton_steps") is not None:
+            info["newton_steps"] += first_steps  # (both runs' work)
+        if status != Status.SOLVER_ERROR:  # (the runners return solver_error only through _guarded_run)
             message = "; ".join(filter(None, ("the warm start (lam0 / z0) stalled far from tol: restarted from zero",
                                               message)))
-        except (np.linalg.LinAlgError, FloatingPointError) as exc:
-            status, message, info = Status.SOLVER_ERROR, f"linear algebra failure after a restart from zero: {exc}", {}
     status, message, info["polished_rel_gap"] = _polish_finish(tracker, iterations, status, message)
     solve_time = time.perf_counter() - solve_start
     return _finish(problem, tracker, status, iterations, message, info, method, setup_time, solve_time,
                    critical_tol)
+
+
+def _guarded_run(runner, sc, tracker, lam, z, max_iter, options, failure: str):
+    """``runner(...)`` with RuntimeWarnings silenced; a linear-algebra failure becomes ``solver_error``
+    with the message ``f"{failure}: {exc}"``. Returns ``(status, iterations, message, info)``."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return runner(sc, tracker, lam, z, max_iter, **options)
+    except (np.linalg.LinAlgError, FloatingPointError) as exc:
+        return Status.SOLVER_ERROR, None, f"{failure}: {exc}", {}
 
 
 def _warm_start_stalled(tracker, status, lam0, z0) -> bool:
