@@ -221,7 +221,7 @@ def as_index_array(x, name: str, *, ndim: int | None = None) -> np.ndarray:
     return out
 
 
-def check_magnitude(values: np.ndarray, name: str, locate=None) -> None:
+def check_magnitude(values: np.ndarray, name: str) -> None:
     """Refuse data whose largest entry exceeds :data:`MAX_DATA_MAGNITUDE` in magnitude.
 
     Parameters
@@ -229,10 +229,7 @@ def check_magnitude(values: np.ndarray, name: str, locate=None) -> None:
     values : ndarray
         Finite float data (checked with :func:`as_float_array` first).
     name : str
-        Name in the message.
-    locate : callable, optional
-        Maps the flat index of the offending entry to the text after ``name`` (e.g. ``"[3][0, 1]"``);
-        by default its array index.
+        Name in the message, followed by the offending entry's index (e.g. ``X[3, 1]``).
 
     Raises
     ------
@@ -245,8 +242,8 @@ def check_magnitude(values: np.ndarray, name: str, locate=None) -> None:
     value = float(values.flat[flat])
     if abs(value) <= MAX_DATA_MAGNITUDE:
         return
-    where = locate(flat) if locate is not None else f"[{', '.join(str(int(i)) for i in np.unravel_index(flat, values.shape))}]"
-    raise ValueError(f"{name}{where} = {value:.6g}: data beyond {MAX_DATA_MAGNITUDE:.0e} in magnitude cannot be "
+    where = ", ".join(str(int(i)) for i in np.unravel_index(flat, values.shape))
+    raise ValueError(f"{name}[{where}] = {value:.6g}: data beyond {MAX_DATA_MAGNITUDE:.0e} in magnitude cannot be "
                      "used, since its squares overflow float64 (~1.8e308); rescale the data (e.g. standardize it)")
 
 
