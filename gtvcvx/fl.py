@@ -390,8 +390,7 @@ def fedavg_gd(problem: GTVProblem, rounds: int = 1000, *, lr: float | None = Non
     def update(theta):
         G = np.tile(theta, (problem.n, 1))
         for _ in range(local_steps):  # every client at once
-            with np.errstate(over="ignore", invalid="ignore"):
-                G = G - lr * loss.gradient(G)
+            G = G - lr * loss.gradient(G)  # (under _run_rounds' errstate)
             if not np.isfinite(G).all():  # diverged (lr too large): _run_rounds stops
                 return np.full(problem.d, np.nan)
         return weights @ G
