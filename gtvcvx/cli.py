@@ -13,6 +13,7 @@ import pkgutil
 import sys
 
 from . import commands
+from ._text import printable
 
 __all__ = ["main", "build_parser"]
 
@@ -66,7 +67,7 @@ def main(argv=None) -> int:
     except (ValueError, OSError) as exc:
         if args.debug:
             raise
-        message = " ".join(str(exc).split()) or type(exc).__name__
+        message = printable(" ".join(str(exc).split()) or type(exc).__name__)
         print(f"gtvcvx {args.command}: error: {message}", file=sys.stderr)
         return 2
 

@@ -17,6 +17,8 @@ import sys
 import threading
 import time
 
+from ._text import printable
+
 __all__ = ["Progress", "substep"]
 
 _CURRENT: contextvars.ContextVar = contextvars.ContextVar("gtvcvx_progress", default=None)
@@ -118,10 +120,10 @@ class Progress:
         eta = self.eta()
         if eta is not None:
             line += f"  ~{_format_seconds(eta)} left"
-        if self.label:
-            line += f"  {self.label}"
+        if self.label:  # labels name specs and files: escaped (see gtvcvx._text)
+            line += f"  {printable(self.label)}"
             if self.sublabel:
-                line += f" ({self.sublabel})"
+                line += f" ({printable(self.sublabel)})"
             if now - self.step_t0 >= 10.0 and not self.closed:
                 line += f" [{_format_seconds(now - self.step_t0)} in this step]"
         return line

@@ -60,6 +60,7 @@ from .data import GroundTruth
 from .graph import Graph
 from .losses import build_loss, get_loss
 from .penalties import get_penalty
+from ._text import first_unsafe, printable
 from ._validation import contained_path
 from .problem import GTVProblem
 
@@ -430,11 +431,37 @@ def read_spec_document(path) -> dict:
         raise SpecError(path, None, "spec file not found")
     try:
         with open(path, "rb") as fh:
-            return tomllib.load(fh)
+            doc = tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(path, None, f"not valid TOML ({exc})") from None
     except UnicodeDecodeError:
         raise SpecError(path, None, "not a text TOML file") from None
+    _refuse_control_characters(path, doc, "")
+    return doc
+
+
+def _refuse_control_characters(path: Path, value, key: str) -> None:
+    """Refuse control characters (but tab and newline) in every key and string of a spec document.
+
+    Names, keys and file names are printed on terminals and written to JUnit XML, where such
+    characters could rewrite what is shown or break the file (see :mod:`gtvcvx._text`).
+    """
+    if isinstance(value, dict):
+        for name, item in value.items():
+            child = f"{key}.{printable(name)}" if key else printable(name)
+            found = first_unsafe(name)
+            if found is not None:
+                raise SpecError(path, child, f"the key holds a control character ({found[1]!r} at position {found[0]}); "
+                                "keys must be printable text")
+            _refuse_control_characters(path, item, child)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _refuse_control_characters(path, item, f"{key}[{index}]")
+    elif isinstance(value, str):
+        found = first_unsafe(value)
+        if found is not None:
+            raise SpecError(path, key, f"holds a control character ({found[1]!r} at position {found[0]}); "
+                            "expected printable text (tabs and newlines are allowed)")
 
 
 def load_gtv_spec(path, doc: dict | None = None) -> Spec:

@@ -153,3 +153,78 @@ def test_confinement_error_does_not_quote_the_target(tmp_path, capsys):
         main(args)
         captured = capsys.readouterr()
         assert "SECRETMARKER42" not in captured.out + captured.err
+
+
+# --------------------------------------------------------------------------- control characters
+def _chain_spec(folder: Path, filename: str = "spec.toml", header: str = 'name = "chain"\n', problem: str = "") -> Path:
+    path = folder / filename
+    path.write_text(f'{header}[graph]\ngenerator = "chain"\nn = 3\n[data]\ngenerator = "blobs"\nsizes = [3]\nd = 2\n'
+                    f'[problem]\nloss = "squared_distance"\npenalty = "norm2"\nlam = 0.1\n{problem}')
+    return path
+
+
+def test_printable_escapes_what_could_rewrite_a_terminal_or_break_xml():
+    from gtvcvx._text import first_unsafe, printable
+
+    hostile = "a\r\x1b[2K\x00\x07\x7f\x9b\u202e\u2066\udcff\ufffe\uffffz"
+    escaped = printable(hostile)
+    assert escaped == "a\\x0d\\x1b[2K\\x00\\x07\\x7f\\x9b\\u202e\\u2066\\udcff\\ufffe\\uffffz"
+    assert first_unsafe(escaped) is None and first_unsafe(hostile) == (1, "\r")
+    assert printable("tab\tnew\nline é 漢 ∑") == "tab\tnew\nline é 漢 ∑"  # text stays as written
+    assert printable(3.5) == "3.5"
+
+
+@pytest.mark.parametrize("header, problem, key, shown", [
+    ('name = "ok\\u001b[2K\\r\\u001b[32mPASS"\n', "", "name", "'\\x1b' at position 2"),
+    ('name = "chain"\ndescription = "abc\\u202edef"\n', "", "description", "'\\u202e' at position 3"),
+    ('name = "chain"\n', '"lo\\u0007ss_weight" = 1\n', "problem.lo\\x07ss_weight", "'\\x07' at position 2"),
+])
+def test_control_characters_in_a_spec_are_refused_by_key(tmp_path, capsys, header, problem, key, shown):
+    from gtvcvx import load_spec
+    from gtvcvx.spec import SpecError
+
+    spec = _chain_spec(tmp_path, header=header, problem=problem)
+    with pytest.raises(SpecError, match="control character") as err:
+        load_spec(spec)
+    assert f"{spec}: {key}: " in str(err.value) and shown in str(err.value)
+    assert main(["check", str(spec)]) == 2
+    captured = capsys.readouterr()
+    assert "\x1b" not in captured.out + captured.err and "\x07" not in captured.out + captured.err
+    assert key in captured.err
+
+
+def test_tabs_and_newlines_in_a_spec_are_text(tmp_path):
+    from gtvcvx import load_spec
+
+    spec = _chain_spec(tmp_path, header='name = "chain"\ndescription = """two\r\nlines\tand a tab"""\n')
+    assert load_spec(spec).description == "two\nlines\tand a tab"
+
+
+def test_hostile_file_names_are_escaped_on_the_terminal_in_junit_and_in_reports(tmp_path, capsys):
+    import json
+    import xml.etree.ElementTree as ET
+
+    folder = tmp_path / "specs"
+    folder.mkdir()
+    name = "st\x1b[31mat\udcffions`<b>.toml"  # \udcff: the undecodable byte 0xff of a file name
+    spec = _chain_spec(folder, filename=name)
+    shown = "st\\x1b[31mat\\udcffions"
+
+    assert main(["solve", str(spec)]) == 0
+    out = capsys.readouterr().out
+    assert shown in out and "\x1b" not in out
+
+    junit, record = tmp_path / "junit.xml", tmp_path / "check.json"
+    assert main(["check", str(folder), "--junit", str(junit), "--json", str(record)]) == 0
+    out = capsys.readouterr().out
+    assert "PASS" in out and "\x1b" not in out
+    suite = next(ET.parse(junit).iter("testsuite"))  # well-formed XML despite the name
+    assert shown in suite.get("file")
+    json.loads(record.read_text())
+
+    report = tmp_path / "report"
+    assert main(["report", str(folder), "--out", str(report), "--solvers", "fast", "--quiet",
+                 "--format", "md,html"]) == 0
+    index = (report / "index.md").read_text()
+    assert shown + "\\x60<b>.toml`" in index and "\x1b" not in index  # the code span is not closed early
+    assert "<b>" not in (report / "index.html").read_text()

@@ -18,6 +18,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from .._text import printable
 from ._scale import add_scale_arguments, scale_of
 
 NAME = "check"
@@ -68,26 +69,28 @@ def junit_xml(results, elapsed: float) -> bytes:
                       failures=str(count("failed")), errors=str(count("error")), skipped=str(count("skipped")),
                       time=f"{elapsed:.3f}")
     for r in results:
-        suite = ET.SubElement(root, "testsuite", name=r.name, tests=str(len(r.outcomes)),
+        name, path = printable(r.name), printable(r.path)
+        suite = ET.SubElement(root, "testsuite", name=name, tests=str(len(r.outcomes)),
                               failures=str(sum(o.outcome == "failed" for o in r.outcomes)),
                               errors=str(sum(o.outcome == "error" for o in r.outcomes)),
                               skipped=str(sum(o.outcome == "skipped" for o in r.outcomes)),
-                              time=f"{r.time:.3f}", file=r.path)
+                              time=f"{r.time:.3f}", file=path)
         props = ET.SubElement(suite, "properties")
-        for key, value in (("path", r.path), ("kind", r.kind), ("solver", r.solver), ("status", r.status),
+        for key, value in (("path", path), ("kind", r.kind), ("solver", r.solver), ("status", r.status),
                            ("reference", r.reference or ""), ("gtvcvx", __version__)):
-            ET.SubElement(props, "property", name=key, value=str(value))
+            ET.SubElement(props, "property", name=key, value=printable(value))
         share = r.time / max(len(r.outcomes), 1)
         for o in r.outcomes:
-            case = ET.SubElement(suite, "testcase", classname=f"gtvcvx.check.{r.name}", name=o.name,
-                                 file=r.path, time=f"{share:.3f}")
-            text = f"{r.name} ({r.path}): {o.name}: {o.describe()}"
+            case = ET.SubElement(suite, "testcase", classname=f"gtvcvx.check.{name}", name=o.name,
+                                 file=path, time=f"{share:.3f}")
+            described = printable(o.describe())
+            text = f"{name} ({path}): {o.name}: {described}"
             if o.outcome == "failed":
-                ET.SubElement(case, "failure", message=o.describe(), type="threshold").text = text
+                ET.SubElement(case, "failure", message=described, type="threshold").text = text
             elif o.outcome == "error":
-                ET.SubElement(case, "error", message=o.describe(), type="bad_input").text = text
+                ET.SubElement(case, "error", message=described, type="bad_input").text = text
             elif o.outcome == "skipped":
-                ET.SubElement(case, "skipped", message=o.describe())
+                ET.SubElement(case, "skipped", message=described)
             else:
                 ET.SubElement(case, "system-out").text = text
     ET.indent(root)
@@ -138,7 +141,7 @@ def _run(args) -> int:
             for o in r.outcomes:
                 if args.quiet and o.outcome in ("passed", "skipped"):
                     continue
-                print(f"{_MARK[o.outcome]:<5} {r.name:<{width}}  {o.name:<20} {o.describe()}", flush=True)
+                print(printable(f"{_MARK[o.outcome]:<5} {r.name:<{width}}  {o.name:<20} {o.describe()}"), flush=True)
     elapsed = time.perf_counter() - t0
 
     n = {k: sum(1 for r in results for o in r.outcomes if o.outcome == k)
@@ -157,5 +160,5 @@ def _run(args) -> int:
                f"{n['skipped']} skipped, {n['error']} error(s) in {elapsed:.1f} s")
     print(summary)
     for r, o in errors:
-        print(f"gtvcvx check: error: {r.path}: check.{o.name}: {o.message}", file=sys.stderr)
+        print(printable(f"gtvcvx check: error: {r.path}: check.{o.name}: {o.message}"), file=sys.stderr)
     return code

@@ -9,6 +9,7 @@ from __future__ import annotations
 import shlex
 import sys
 
+from .._text import printable
 from ._scale import add_scale_arguments, scale_of
 
 NAME = "report"
@@ -109,5 +110,5 @@ def _run(args) -> int:
         print(f"gtvcvx report: {len(reports)} spec(s) -> {args.out}"
               + (f" ({', '.join(written)})" if written else ""), file=sys.stderr)
     for rep in failed:
-        print(f"gtvcvx report: {rep.path}: {rep.error}", file=sys.stderr)
+        print(printable(f"gtvcvx report: {rep.path}: {rep.error}"), file=sys.stderr)
     return 1 if failed else 0

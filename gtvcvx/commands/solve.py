@@ -6,6 +6,8 @@ import contextlib
 import json
 import math
 
+from .._text import printable
+
 NAME = "solve"
 HELP = "solve one problem spec and print its status, objective, gap, times and accuracy"
 
@@ -103,7 +105,7 @@ def _run(args) -> int:
             lines.append(("saved", summary["saved"]))
         width = max(len(k) for k, _ in lines)
         for key, value in lines:
-            print(f"{key:<{width}}  {value}")
+            print(printable(f"{key:<{width}}  {value}"))
     return 0 if result.status == Status.OPTIMAL else 1
 
 

@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .._text import printable
 from ..environment import environment, environment_markdown
 from ..experiments import StudyStore
 from ..io import atomic_write_text
@@ -308,6 +309,12 @@ def _check_formats(formats) -> tuple:
     return formats
 
 
+def _code_text(text: str) -> str:
+    """Text shown in a Markdown code span (spec paths): unsafe characters escaped (see
+    :mod:`gtvcvx._text`) and backticks written ``\\x60`` so that the span cannot be closed early."""
+    return printable(text).replace("`", "\\x60")
+
+
 def build_report(paths, out_dir, *, solvers=None, formats=FORMATS, progress=None, scale: str = "default",
                  time_limit: float | None = None, size_limits: dict | None = None, memory: str | None = "rss",
                  command: str | None = None) -> list[SpecReport]:
@@ -356,7 +363,7 @@ def build_report(paths, out_dir, *, solvers=None, formats=FORMATS, progress=None
     plans = []
     for spec, path in zip(specs, spec_paths):
         task = task_for(spec)
-        rep = SpecReport(name=sanitize_markdown(spec.name), slug=_slug(spec.name, used), path=Path(path).as_posix(),
+        rep = SpecReport(name=sanitize_markdown(spec.name), slug=_slug(spec.name, used), path=_code_text(Path(path).as_posix()),
                          kind=task.kind,
                          description=sanitize_markdown(" ".join(str(getattr(spec, "description", "") or "").split())),
                          seed=getattr(spec, "seed", None), sizes=task.sizes(spec))
