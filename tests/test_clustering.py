@@ -412,3 +412,43 @@ def test_points_far_from_the_origin_cluster_like_centered_ones(offset):
     assert distance <= np.sqrt(one.gtv.gap) + np.sqrt(centered.gtv.gap) + 60 * 3 * 2.3e-16 * abs(offset)
     graph = one.problem.graph
     assert np.isfinite(lam_max(points, graph).value)
+
+
+def test_points_of_small_spread_cluster_like_unit_spread_ones():
+    """80 blobs at the scale 1e-3: the certified relative gap (P - D) / (1 + |P| + |D|) was an
+    absolute tolerance on an objective ~1e-4 and the path read 3 clusters where the same points at
+    the scale 1 give 36 (at 1e-6: 2 for 36). Solved in units of a power of two (exact), the path
+    is the unit-scale one (the same clusters at 2^-20, 1e-3 and 1e-6; two power-of-two scales give
+    the same path bit for bit: lams, lam_max and centers scaled, gaps equal); lam's stay in the
+    caller's units."""
+    from gtvcvx.clustering import clustering_path, convex_clustering
+    from gtvcvx.clustering._prep import exact_unit
+
+    rng = np.random.default_rng(3)
+    centers = np.array([[0.0, 0.0], [4.0, 0.0], [0.0, 4.0], [4.0, 4.0]])
+    base = centers[rng.integers(0, 4, size=80)] + 0.6 * rng.normal(size=(80, 2))
+    assert exact_unit(base) == 1.0
+    for scale in (1e-3, 1e-6, 2.0 ** -20):
+        spread = np.sqrt(np.mean((base * scale - (base * scale).mean(axis=0)) ** 2))
+        unit = exact_unit(base * scale)
+        assert 1 <= spread / unit < 2 and unit == 2.0 ** np.round(np.log2(unit))
+    ref = clustering_path(base, n_lams=10)
+    counts = [r.n_clusters for r in ref.results]
+    assert counts[0] > 40 and counts[-1] <= 4  # (a path that is informative at the scale 1)
+
+    small, tiny = (clustering_path(base * 2.0 ** -k, n_lams=10) for k in (20, 30))  # both solved as base / 2
+    assert small.standardization.unit == 2.0 ** -19 and tiny.standardization.unit == 2.0 ** -29
+    assert np.array_equal(tiny.lams, small.lams * 2.0 ** -10) and tiny.lam_max.value == small.lam_max.value * 2.0 ** -10
+    assert np.array_equal(tiny.centers, small.centers * 2.0 ** -10) and np.array_equal(tiny.rel_gaps, small.rel_gaps)
+    assert [r.n_clusters for r in tiny.results] == counts
+    for scale in (1e-3, 1e-6):
+        path = clustering_path(base * scale, n_lams=10)
+        assert [r.n_clusters for r in path.results] == counts
+        assert np.allclose(path.lams, ref.lams * scale, rtol=1e-4)  # (lam_max certified to 1e-4)
+        assert all(r.status == "optimal" for r in path.results)
+        one = convex_clustering(base * scale, ref.lams[4] * scale)
+        assert one.lam == ref.lams[4] * scale and one.n_clusters == ref.results[4].n_clusters
+        # the objective in the caller's units is unit^2 times the solved one
+        caller = g.GTVProblem(one.problem.graph, g.losses.SquaredDistance(base * scale), one.problem.penalty, one.lam)
+        unit = one.standardization.unit
+        assert np.isclose(caller.objective(one.centers), unit**2 * one.problem.objective(one.gtv.W), rtol=1e-9)

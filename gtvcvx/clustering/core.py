@@ -25,7 +25,11 @@ class ClusteringResult(WrappedSolve):
     """Convex clustering at one lam: centers, clusters and the certificate behind them.
 
     A :class:`gtvcvx.SolveResult`: ``status``, ``primal``, ``dual``, ``gap``, ``rel_gap``, times and
-    ``history`` are those of the GTV solve in ``gtv`` (standardized units).
+    ``history`` are those of the GTV solve in ``gtv``, in the units the problem is solved in:
+    standardized, or the caller's points divided by ``standardization.unit`` (a power of two that
+    makes the objective O(1) when the points spread less than 1, see
+    :func:`~gtvcvx.clustering._prep.exact_unit`; the objective is then ``unit^2`` times ``primal``,
+    and ``rel_gap`` bounds the caller-unit relative gap from above).
 
     Attributes
     ----------
@@ -35,13 +39,15 @@ class ClusteringResult(WrappedSolve):
         Cluster of every point (:func:`cluster_labels`).
     n_clusters : int
     lam : float
+        As given (``problem.lam * standardization.unit``).
     gtv : GTVResult
-        The solve of the (standardized, if asked) problem: ``W``, flow ``U``, ``primal``,
+        The solve of the problem in its units (see above): ``W``, flow ``U``, ``primal``,
         ``dual``, ``gap``, ``rel_gap``, ``status``, times, history.
     clusters : ClusterLabels
         How each edge was decided (flow test, distance test) and the counts.
     problem : GTVProblem
-        The problem that was solved (standardized points if ``standardize=True``).
+        The problem that was solved (standardized points if ``standardize=True``, else the points
+        translated and divided by ``standardization.unit``, with ``lam / unit``).
     standardization : Standardization
     """
 
@@ -93,16 +99,16 @@ def clustering_problem(points, lam=0.0, graph=None, *, k: int = 10, weights: str
     """The GTV problem of convex clustering (and the standardization applied to the points).
 
     See :func:`convex_clustering` for the parameters. The graph is built on the standardized
-    points when ``standardize=True``.
+    points when ``standardize=True``, else on the caller's (translated) points; the problem's
+    points and ``lam`` are divided by ``standardization.unit`` (see :func:`exact_unit`).
     """
     pts = check_points(points)
     lam = check_nonnegative_scalar(lam, "lam")
     k = check_positive_int(k, "k (neighbours per point)")
     penalty = check_norm_penalty(Norm2() if penalty is None else penalty)
     std = standardization(pts, standardize)
-    Z = std.forward(pts)
-    G = clustering_graph(Z, graph, k=k, weights=weights, phi=phi)
-    return GTVProblem(G, SquaredDistance(Z), penalty, lam), std
+    G = clustering_graph(std.translated(pts), graph, k=k, weights=weights, phi=phi)
+    return GTVProblem(G, SquaredDistance(std.forward(pts)), penalty, lam / std.unit), std
 
 
 def snap_to_clusters(problem: GTVProblem, W: np.ndarray, U: np.ndarray, label_tol=None):
@@ -279,7 +285,8 @@ def convex_clustering(points, lam, graph=None, k: int = 10, weights: str = "gaus
     label_tol : float, optional
         Fusion tolerance of :func:`cluster_labels` (default: the certificate's resolution).
     warm_start : GTVResult, ClusteringResult or dict, optional
-        Start of the gtvcvx methods (e.g. the solution at a nearby lam).
+        Start of the gtvcvx methods (e.g. the solution at a nearby lam); ``W`` and ``U`` in the
+        units of ``result.problem``, as a previous result's ``gtv`` holds them.
     polish : bool
         For the gtvcvx methods: also certify the centers snapped to their clusters at every check-point
         and keep the better certified pair (see :func:`snap_to_clusters`; at large lam,
@@ -332,4 +339,4 @@ def finish_clustering(problem: GTVProblem, std: Standardization, result: GTVResu
                            f"{result.message})")
     clusters = cluster_labels(problem, result.W, result.U, tol=label_tol)
     return ClusteringResult(centers=std.inverse(result.W), labels=clusters.labels, n_clusters=clusters.n_clusters,
-                            lam=problem.lam, gtv=result, clusters=clusters, problem=problem, standardization=std)
+                            lam=problem.lam * std.unit, gtv=result, clusters=clusters, problem=problem, standardization=std)

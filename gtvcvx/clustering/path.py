@@ -28,12 +28,14 @@ class ClusteringPath:
     Attributes
     ----------
     lams : ndarray (L,)
+        In the caller's units (of the standardized points if ``standardize=True``).
     results : list of ClusteringResult
         One per lam: centers (original units), labels, the certified solve and the edge decisions.
     lam_max : LamMax
-        Certified fusion threshold of the problem (the top of the default grid).
+        Certified fusion threshold (the top of the default grid), in the units of ``lams``.
     problem : GTVProblem
-        The problem at the last lam (graph, standardized points, penalty).
+        The problem at the last lam (graph, penalty, the points as solved: standardized, or
+        divided by ``standardization.unit`` with ``lam / unit``, see :class:`Standardization`).
     standardization : Standardization
     points : ndarray (n, d)
         The original points.
@@ -141,6 +143,15 @@ def _check_lams(lams) -> np.ndarray:
     return np.unique(arr)  # sorted ascending, duplicates dropped
 
 
+def _in_caller_units(lm: LamMax, unit: float) -> LamMax:
+    """``lm`` of the problem solved in units of ``unit`` (points / unit, lam / unit) in the caller's:
+    the threshold and the flow scale with ``unit`` (exactly, a power of two); the rest is unit-free."""
+    if unit == 1.0:
+        return lm
+    return replace(lm, value=lm.value * unit, lower=lm.lower * unit, upper=lm.upper * unit,
+                   flow=None if lm.flow is None else lm.flow * unit)
+
+
 def clustering_path(points, lams=None, *, n_lams: int = 40, lam_min_ratio=None, graph=None, k: int = 10,
                     weights: str = "gaussian", phi=None, penalty=None, solver: str = "fast", tol: float = 1e-6,
                     standardize: bool = False, label_tol=None, polish: bool = True,
@@ -211,7 +222,13 @@ def clustering_path(points, lams=None, *, n_lams: int = 40, lam_min_ratio=None, 
     if lam_max_method is None:
         lam_max_method = "auto" if lams is None else "tree"
     lm = lam_max(problem, method=lam_max_method)
-    grid = default_lams(problem, lm.value, n_lams, lam_min_ratio) if lams is None else _check_lams(lams)
+    # the problem is solved in units of std.unit (a power of two: lam's convert exactly both ways)
+    if lams is None:
+        solved_grid = default_lams(problem, lm.value, n_lams, lam_min_ratio)
+        grid = solved_grid * std.unit
+    else:
+        grid = _check_lams(lams)
+        solved_grid = grid / std.unit
 
     statement = None
     if solver not in FAST_SOLVERS:
@@ -222,7 +239,7 @@ def clustering_path(points, lams=None, *, n_lams: int = 40, lam_min_ratio=None, 
     results: list[ClusteringResult] = []
     prev: GTVResult | None = None
     prev_lam = None
-    for index, lam in enumerate(grid):
+    for index, lam in enumerate(solved_grid):
         p = problem.with_lam(float(lam))
         warm = None
         if solver in FAST_SOLVERS:
@@ -240,6 +257,7 @@ def clustering_path(points, lams=None, *, n_lams: int = 40, lam_min_ratio=None, 
             item.gtv = replace(result, U=None, info={k: v for k, v in result.info.items()
                                                      if k not in ("node_gaps", "edge_gaps")})
         results.append(item)
-    return ClusteringPath(lams=grid, results=results, lam_max=lm, problem=problem.with_lam(float(grid[-1])),
+    return ClusteringPath(lams=grid, results=results, lam_max=_in_caller_units(lm, std.unit),
+                          problem=problem.with_lam(float(solved_grid[-1])),
                           standardization=std, points=pts, time=time.perf_counter() - t0,
                           info={"solver": solver, "tol": tol})
