@@ -228,6 +228,17 @@ class Loss(ABC):
         """
         raise CapabilityError(f"loss '{self.name}' does not provide node_anchor")
 
+    @optional
+    def scaled(self, factor: float) -> "Loss":
+        """The loss of the labels (or points) times ``factor``: ``L'_i(factor w) = factor^2 L_i(w)``
+        for every ``w`` (losses of quadratic growth in the residual).
+
+        :func:`gtvcvx.solve` solves a problem whose objective at ``W = 0`` is far below 1 in such
+        units, with ``factor`` a power of two (exact), so that its relative ``tol`` stays relative
+        (:mod:`gtvcvx.solvers._scaling`).
+        """
+        raise CapabilityError(f"loss '{self.name}' does not provide scaled")
+
     def range_bound(self, value_bound: float) -> np.ndarray:
         """Bounds ``B_i >= ||B_i^T w_i||`` for every ``w_i`` with ``L_i(w_i) <= value_bound``.
 
@@ -731,6 +742,9 @@ class SquaredError(_DesignLoss):
     traits = ("smooth", "quadratic")
     conic_form = "squared_residual"
 
+    def scaled(self, factor: float) -> "SquaredError":
+        return type(self)(self.X, [y * factor for y in self.y], d=self.d)
+
     def _residual_coords(self, W):
         q = self._coords(W)
         return self.b - self.s * q
@@ -1193,6 +1207,9 @@ class SquaredDistance(Loss):
     def subset(self, nodes):
         nodes = as_index_array(nodes, "nodes", ndim=1)
         return SquaredDistance(self.points[nodes])
+
+    def scaled(self, factor: float) -> "SquaredDistance":
+        return SquaredDistance(self.points * factor)
 
 
 # ---------------------------------------------------------------------------------------

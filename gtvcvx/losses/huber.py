@@ -59,6 +59,10 @@ class Huber(MarginLoss):
     def _params(self) -> dict:
         return {"delta": self.delta}
 
+    def scaled(self, factor: float) -> "Huber":
+        """Labels and ``delta`` times ``factor``: ``h_{c delta}(c r) = c^2 h_delta(r)``."""
+        return type(self)(self.X, [y * factor for y in self.y], d=self.d, delta=self.delta * factor)
+
     def _argument(self, W):
         return -self._sample_residuals(W)
 

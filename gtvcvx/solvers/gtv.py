@@ -30,6 +30,7 @@ from ._pdhg_common import (NONFINITE_CHECKS, PREDICT_FIRST_CHECK, PREDICT_FROM_E
 from ._pdhg_common import IterationInfo, initial_primal_weight, uniqueness_note, warm_start_parts
 from ._pdhg_common import step_norm_estimate as _step_norm_estimate
 from ._reorder import edge_block_order, locality_order
+from ._scaling import ScaledSolve, label_scale
 from .certificate import Certificate, FlowProjector, certify_iterate, certify_pair, stationarity
 from .chain import chain_plan, solve_chain
 from .tree import solve_tree, tree_plan
@@ -123,7 +124,13 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
         as ``inaccurate`` with the reason once the gap is within 2x of it, or within 100x and has
         not fallen by 10 % over 5 check-points (:func:`gtvcvx.results.tol_out_of_reach`), unless a
         ``callback`` is given: then the run goes on until it or ``max_iter`` stops it (e.g. a fixed
-        number of iterations asked for with ``tol = 1e-300``).
+        number of iterations asked for with ``tol = 1e-300``). Where the objective at ``W = 0`` is
+        below 1 and the loss scales (squared error, Huber, squared distance; norm penalties;
+        ``backend="local"``), the problem is solved with its labels times a power of two ``c`` that
+        brings ``P(0)`` into ``[1, 4)`` (exact; ``info["label_scale"] = c``), so that ``tol`` is
+        relative to the objective rather than absolute; everything returned and every callback is
+        in the caller's units (the history adds ``solved_rel_gap``, the gap the run stopped on; see
+        :mod:`gtvcvx.solvers._scaling`).
     max_iter : int
         Iteration limit (status ``max_iter``).
     time_limit : float, optional
@@ -221,8 +228,8 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
         certified again after the loop (``info["recertified"]``; past a time limit by one or two
         certificates). ``history`` has a row per check-point with the iterate's certificate;
         where the active-set polish (:mod:`gtvcvx.solvers.polish`: quadratic losses, l2 or l1
-        penalty) improved on the best certificate, the row's ``polished_rel_gap`` is the polished
-        point's certified gap (``info["polished_at"]``, the last such iteration; a result certified
+        penalty) improved on the best certificate, the row's ``polished_rel_gap`` (``polished_primal``,
+        ``polished_dual``) is the polished point's certified gap (``info["polished_at"]``, the last such iteration; a result certified
         by a polish is the polished point).
 
     Notes
@@ -289,6 +296,15 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
     if primal_weight is not None and not (_is_real(primal_weight) and primal_weight > 0):
         raise ValueError(f"primal_weight must be > 0, got {primal_weight!r}")
     max_iter = int(max_iter)
+    factor = label_scale(problem)
+    if factor != 1.0:  # an objective far below 1: solved where tol is relative (see _scaling)
+        scaled = ScaledSolve(problem, factor)
+        result = solve(scaled.problem, tol, max_iter, time_limit, scaled.warm_start_in(warm_start),
+                       scaled.callback_in(callback), method=method, eta=eta, reflection=reflection,
+                       primal_weight=primal_weight, adaptive_weight=adaptive_weight, check_every=check_every,
+                       restart_check=restart_check, blas_threads=blas_threads,
+                       check_separability=check_separability)
+        return scaled.result_out(result)
     if check_separability:
         t_check = time.perf_counter()
         separation = find_separation(problem)
@@ -627,7 +643,8 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
                     if polished is not None and polished[1].rel_gap < best[0]:
                         best = (polished[1].rel_gap, polished[0], polished[1])
                         polished_at = iteration
-                        history[-1]["polished_rel_gap"] = polished[1].rel_gap
+                        history[-1].update(polished_rel_gap=polished[1].rel_gap, polished_primal=polished[1].primal,
+                                           polished_dual=polished[1].dual)
                 cert_time += time.perf_counter() - c0
             if best[0] <= tol:
                 status, message = Status.OPTIMAL, ""
