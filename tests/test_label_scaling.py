@@ -96,3 +96,10 @@ def test_scaled_losses_grow_quadratically(make):
         scaled = loss.scaled(factor)
         assert np.isclose(scaled.value(factor * W), factor**2 * loss.value(W), rtol=1e-12)
         assert np.allclose(scaled.gradient(factor * W), factor * loss.gradient(W), rtol=1e-12)
+
+
+def test_a_message_quoting_the_runs_gaps_says_in_which_units():
+    result = g.solve(_problem(1e-3), tol=1e-30, method="halpern")
+    assert result.status == "inaccurate" and "float64 cannot certify" in result.message
+    assert result.message.endswith("[gaps in this message: labels x 2^10, see info['label_scale']]")
+    assert result.rel_gap < 1e-20  # (the caller-unit gap is far below the run's 7e-16)

@@ -138,4 +138,6 @@ class ScaledSolve:
             history["gap"] = history["gap"] / area
             result.history = history
         result.info["label_scale"] = c
+        if "gap" in result.message:  # (a message's gaps are the run's: say in which units)
+            result.message += f" [gaps in this message: labels x 2^{int(np.log2(c))}, see info['label_scale']]"
         return result
