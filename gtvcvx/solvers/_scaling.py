@@ -38,9 +38,10 @@ def label_scale(problem: GTVProblem) -> float:
     """The power of two ``c >= 1`` the labels are scaled by (1: solved as given).
 
     ``c = 2^k`` with ``c^2 P(0)`` in ``[1, 4)`` where ``0 < P(0) < 1``, the loss provides
-    :meth:`~gtvcvx.losses.Loss.scaled` and the penalty is a norm (``lam`` then scales by ``c``).
+    :meth:`~gtvcvx.losses.Loss.scaled` and the penalty declares the trait ``"norm"`` (positively
+    homogeneous: ``lam`` then scales by ``c``).
     """
-    if not (getattr(problem.penalty, "is_norm", False) and provides(problem.loss, "scaled")):
+    if not (provides(problem.penalty, "norm") and provides(problem.loss, "scaled")):
         return 1.0
     with np.errstate(all="ignore"):
         at_zero = float(problem.loss.value(np.zeros((problem.n, problem.d))))
