@@ -228,9 +228,10 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
         certified again after the loop (``info["recertified"]``; past a time limit by one or two
         certificates). ``history`` has a row per check-point with the iterate's certificate;
         where the active-set polish (:mod:`gtvcvx.solvers.polish`: quadratic losses, l2 or l1
-        penalty) improved on the best certificate, the row's ``polished_rel_gap`` (``polished_primal``,
-        ``polished_dual``) is the polished point's certified gap (``info["polished_at"]``, the last such iteration; a result certified
-        by a polish is the polished point).
+        penalty) improved on the best certificate, the row's ``polished_rel_gap`` (with
+        ``polished_primal`` and ``polished_dual``) is the polished point's certified gap
+        (``info["polished_at"]``, the last such iteration; a result certified by a polish is the
+        polished point).
 
     Notes
     -----
@@ -296,14 +297,19 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
     if primal_weight is not None and not (_is_real(primal_weight) and primal_weight > 0):
         raise ValueError(f"primal_weight must be > 0, got {primal_weight!r}")
     max_iter = int(max_iter)
+    t_scale = time.perf_counter()
     factor = label_scale(problem)
     if factor != 1.0:  # an objective far below 1: solved where tol is relative (see _scaling)
         scaled = ScaledSolve(problem, factor)
-        result = solve(scaled.problem, tol, max_iter, time_limit, scaled.warm_start_in(warm_start),
-                       scaled.callback_in(callback), method=method, eta=eta, reflection=reflection,
-                       primal_weight=primal_weight, adaptive_weight=adaptive_weight, check_every=check_every,
-                       restart_check=restart_check, blas_threads=blas_threads,
+        warm = scaled.warm_start_in(warm_start)
+        spent = time.perf_counter() - t_scale
+        left = None if time_limit is None else max(float(time_limit) - spent, 0.0)
+        result = solve(scaled.problem, tol, max_iter, left, warm, scaled.callback_in(callback), method=method,
+                       eta=eta, reflection=reflection, primal_weight=primal_weight, adaptive_weight=adaptive_weight,
+                       check_every=check_every, restart_check=restart_check, blas_threads=blas_threads,
                        check_separability=check_separability)
+        result.setup_time += spent
+        _caller_limits(result, max_iter, time_limit, max_iter, left)
         return scaled.result_out(result)
     if check_separability:
         t_check = time.perf_counter()
