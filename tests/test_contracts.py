@@ -54,6 +54,29 @@ class _WrongProxAbsolute(AbsoluteError):
         return super().prox(V, 2 * np.asarray(step), warm_start=warm_start)
 
 
+class _ScaledHuberKeepsDelta(Huber):
+    """Scales the labels but not delta: another problem, which solve() would certify as the caller's."""
+
+    def scaled(self, factor):
+        return Huber(self.X, [y * factor for y in self.y], d=self.d, delta=self.delta)
+
+
+def test_loss_contract_catches_a_wrong_scaling():
+    loss = example_loss(_ScaledHuberKeepsDelta, rng=np.random.default_rng(0))
+    with pytest.raises(AssertionError, match=r"loss 'huber': scaled\(c\).node_values\(c w\) == c\^2"):
+        check_loss(loss)
+
+
+def test_penalty_contract_catches_a_norm_trait_that_is_not_homogeneous():
+    from gtvcvx.penalties import SquaredNorm2
+
+    class _SquaredCalledNorm(SquaredNorm2):
+        traits = ("norm", "quadratic", "smooth")
+
+    with pytest.raises(AssertionError, match=r"trait 'norm': phi\(c z\) == c phi\(z\)"):
+        check_penalty(_SquaredCalledNorm(), 3)
+
+
 def test_penalty_contract_catches_a_wrong_prox():
     with pytest.raises(AssertionError, match=r"penalty 'norm2': prox vs CVXPY argmin"):
         check_penalty(_ThresholdTwice(), 3)

@@ -125,8 +125,9 @@ def check_loss(loss, rng=None, *, rtol: float = 1e-6) -> None:
     the conjugate at that subgradient against ``cvxpy_conjugate``; ``prox_conjugate`` against
     the CVXPY minimizer of ``t L^*(v) + ||v - z||^2 / 2``; ``node_stationarity`` is zero at the
     pair; the gradient by central differences (``smooth`` trait); ``project_conjugate_domain``
-    and ``linear_domain`` against the pair; ``range_bound`` on random points; ``subset``; nodes
-    without data contribute zero.
+    and ``linear_domain`` against the pair; ``range_bound`` on random points; ``scaled`` (where
+    provided: values and conjugates grow by ``c^2``); ``subset``; nodes without data contribute
+    zero.
     """
     import cvxpy as cp
 
@@ -225,6 +226,19 @@ def check_loss(loss, rng=None, *, rtol: float = 1e-6) -> None:
         i = int(np.argmax(norms - bound))
         raise AssertionError(f"{tag}: range_bound is not sound at node {i}: ||B^T w|| = {norms[i]:.6g} > "
                              f"bound {bound[i]:.6g} with L_i(w_i) = {vals[i]:.6g}")
+
+    # scaled: L'(c w) = c^2 L(w), so L'^*(c v) = c^2 L^*(v); solve() maps certificates through it,
+    # so a loss that answers it wrongly would be certified on another problem
+    if provides(loss, "scaled"):
+        for factor in (2.0 ** -5, 3.0, 2.0 ** 7):
+            scaled = loss.scaled(factor)
+            if (scaled.n, scaled.d) != (n, d):
+                raise AssertionError(f"{tag}: scaled({factor:g}) has (n, d) = ({scaled.n}, {scaled.d})")
+            _close(f"{tag}: scaled(c).node_values(c w) == c^2 node_values(w) (c = {factor:g})",
+                   scaled.node_values(factor * W), factor**2 * values, rtol=1e-11, atol=1e-300)
+            _close(f"{tag}: scaled(c).node_conjugates(c v) == c^2 node_conjugates(v) (c = {factor:g})",
+                   scaled.node_conjugates(factor * G, hint=factor * X), factor**2 * conj, rtol=1e-9,
+                   atol=1e-12 * factor**2 * fy_scale)
 
     # subset
     nodes = np.array([n - 1, 0])
@@ -328,6 +342,10 @@ def check_penalty(penalty, d: int, rng=None, *, n_edges: int = 5, rtol: float = 
         rhs = unit * np.power(values, power)
     if np.any((c > 0) & (lhs > rhs * (1 + 1e-12) + 1e-300)):
         raise AssertionError(f"{tag}: difference_bound is not sound: ||z_e|| = {lhs.max():.6g} above the bound")
+    if provides(penalty, "norm"):  # positively homogeneous (solve() scales lam with the labels)
+        for factor in (2.0 ** -5, 3.0):
+            _close(f"{tag}: trait 'norm': phi(c z) == c phi(z) (c = {factor:g})", penalty.edge_values(factor * Z, c),
+                   factor * penalty.edge_values(Z, c), rtol=1e-12, atol=1e-300)
     if penalty.is_norm:
         ones = np.ones(n_edges)
         norms = penalty.edge_values(Z, ones)
