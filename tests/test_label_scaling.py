@@ -103,3 +103,26 @@ def test_a_message_quoting_the_runs_gaps_says_in_which_units():
     assert result.status == "inaccurate" and "float64 cannot certify" in result.message
     assert result.message.endswith("[gaps in this message: labels x 2^10, see info['label_scale']]")
     assert result.rel_gap < 1e-20  # (the caller-unit gap is far below the run's 7e-16)
+
+
+def test_ssnal_called_directly_scales_tiny_points_too():
+    """solve_ssnal (convex clustering's SSNAL) on points at 2^-20 and 2^-30 scale: the same run
+    exactly, in the caller's units, and the unit-scale solution times the scale."""
+    from gtvcvx.clustering import clustering_problem
+    from gtvcvx.solvers.ssnal import solve_ssnal
+
+    rng = np.random.default_rng(3)
+    points = np.array([[0.0, 0.0], [4.0, 0.0], [0.0, 4.0]])[rng.integers(0, 3, size=40)] + 0.5 * rng.normal(size=(40, 2))
+    unit, _ = clustering_problem(points, 1.5)
+    reference = solve_ssnal(unit, tol=1e-10)
+    assert "label_scale" not in reference.info
+    runs = []
+    for k in (20, 30):
+        tiny = g.GTVProblem(unit.graph, g.losses.SquaredDistance(points * 2.0 ** -k), unit.penalty, 1.5 * 2.0 ** -k)
+        seen = []
+        runs.append(solve_ssnal(tiny, tol=1e-8, callback=lambda info: seen.append(info.certificate.primal) or False))
+        assert runs[-1].status == "optimal" and runs[-1].info["label_scale"] > 1
+        assert np.isclose(seen[-1], runs[-1].primal, rtol=1e-12)  # the callback's certificate is in caller units
+        error = np.linalg.norm(runs[-1].W - 2.0 ** -k * reference.W) / np.linalg.norm(2.0 ** -k * reference.W)
+        assert error < 1e-5
+    assert np.array_equal(runs[1].W, runs[0].W * 2.0 ** -10) and runs[1].primal == runs[0].primal * 2.0 ** -20
