@@ -1,17 +1,18 @@
 r"""Problems whose objective is far below 1, solved in units where it is not.
 
 The certified relative gap is ``(P - D) / (1 + |P| + |D|)`` (PDLP's choice), so where the
-objective is far below 1, ``tol`` acts as an absolute tolerance on it: the own-data example with
-labels at the scale 1e-3 (``P(0) ~ 1e-7``) stopped ``optimal`` after 10 Halpern iterations with
-``W`` 47 % away from the solution and ``gap / P = 1.1``. A loss of quadratic growth answers
+objective is far below 1, ``tol`` acts as an absolute tolerance on it: ``problems/quick/sbm_nlasso.toml``
+with labels at the scale 1e-3 (``P(0) ~ 1e-7``) stopped ``optimal`` after 10 Halpern iterations
+with ``W`` 47 % away from the solution and ``gap / P = 1.1``. A loss of quadratic growth answers
 :meth:`~gtvcvx.losses.Loss.scaled`: with labels times ``c`` and a norm penalty at ``c lam``,
 
 .. math:: P'(c W) = c^2 P(W), \qquad D'(c U) = c^2 D(U),
 
-so the problem is solved with ``c = 2^k`` chosen to bring ``P(0)`` into ``[1, 4)`` and everything is
-mapped back: powers of two scale without rounding (away from overflow and the subnormals), so
-the caller's certified bounds are the solved ones divided by ``c^2`` exactly, and the reported
-``rel_gap`` (caller's units) is at most the one the run stopped at.
+so :func:`gtvcvx.solve` and :func:`~gtvcvx.solvers.ssnal.solve_ssnal` solve the problem with
+``c = 2^k`` chosen to bring ``P(0)`` into ``[1, 4)`` (the problem as it would be at the scale 1)
+and map everything back: powers of two scale without rounding (away from overflow and the
+subnormals), so the caller's certified bounds are the solved ones divided by ``c^2`` exactly,
+and the reported ``rel_gap`` (caller's units) is at most the one the run stopped at.
 """
 
 from __future__ import annotations
