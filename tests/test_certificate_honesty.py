@@ -88,6 +88,26 @@ def test_label_offset_does_not_cancel(offset):
     check_dual_bound(certify(problem, ref.W), candidates, what="label offset, reference W")
 
 
+def test_nearly_parallel_node_domains_are_not_taken_for_rounding():
+    """Found by the nightly profile: two one-sample nodes (joined through a node without data)
+    whose feature rows are 2.8e-14 rad apart. Fused, their data are fitted exactly (P* ~ 1e-32, w*
+    ~ -3e4 along the direction where the rows differ), but that direction's Gram eigenvalue
+    (8e-28) was below the cut, the flow residual along it was dropped as rounding, and the
+    certificate claimed a dual bound of 1.17e-6. The stacked bases' SVD resolves it (sigma =
+    2.8e-14), so it is paid like any other direction."""
+    X = [np.array([[3.4558419206478604e-06, 821618143.5011584]]), np.zeros((0, 2)),
+         np.array([[5.811181041963532e-06, 364572396.18607575]])]
+    y = [np.array([-0.8659682086524865]), np.zeros(0), np.array([0.2359589821217231])]
+    problem = g.GTVProblem(g.graphs.chain(3), g.SquaredError(X, y, d=2), g.Norm2(), lam=1000.0)
+    w_star = np.linalg.solve(np.vstack([X[0], X[2]]), np.concatenate([y[0], y[2]]))
+    exact = [exact_objective(problem, np.tile(w_star, (3, 1)))]
+    assert float(exact[0]) < 1e-20
+    fast = g.solve(problem, tol=1e-8, max_iter=1, check_separability=False)
+    for what, cert in (("fast", fast), ("certify(fast W)", certify(problem, fast.W)),
+                       ("certify(fast W, fast U)", certify(problem, fast.W, fast.U))):
+        check_dual_bound(cert, exact, what=what)
+
+
 def test_feature_scales_1e15_are_not_truncated():
     """Issue case 3: a feature at 1e15 next to one at 1 made the SVD drop the small direction and
     the certificate certify the truncated problem (gap 1e-19, true suboptimality >= 1.69)."""

@@ -353,6 +353,7 @@ class ResidualAllowance:
         self.dist_unit = np.asarray(dijkstra(graph, directed=False, indices=roots, min_only=True))
         self.segment = csr_matrix((np.ones(n), (self.component, np.arange(n))), shape=(self.n_components, n))
         self._eigen = {}
+        self._stacked = {}  # component -> spectrum from the stacked bases (see _stacked_spectrum)
         self.last_exact = True
 
     def _eig(self, comps: np.ndarray):
@@ -371,6 +372,46 @@ class ResidualAllowance:
         parts = [self._eigen[int(c)] for c in comps]
         return (np.stack([p[0] for p in parts]), np.stack([p[1] for p in parts]),
                 np.array([p[2] for p in parts]))
+
+    def _stacked_spectrum(self, comp: int):
+        """``(vals, vecs, null)`` of ``G_C = M M^T`` from the SVD of the stacked node bases ``M``
+        (d x sum r_i) of component ``comp``: singular values resolve ``sigma_min`` to ``~u sigma_max``
+        where ``G_C``'s eigenvalues (its square) resolve only ``~u lambda_max``.
+
+        Notes
+        -----
+        Two nodes whose one-sample domains are ``theta = 2.8e-14`` rad apart (features 3e-6 and
+        8e8) give ``lambda_min = theta^2 / 2 ~ 8e-28``, below the eigenvalue cut, so the
+        residual along it was taken for rounding and dropped; but the data determine ``w*``
+        along it (~3e4), and the dual bound exceeded the optimum by 1.2e-6 (``P* = 0``). The
+        SVD shows ``sigma = 2.8e-14``, 90 times its resolution: a real direction, bounded by
+        ``sqrt(reach^2 / sigma^2)`` like any other. Directions with ``sigma`` within
+        ``8 u sigma_max sqrt(max(d, sum r_i))`` of zero stay null (cached per component).
+        """
+        if comp not in self._stacked:
+            d = self.problem.d
+            domain = self.problem.loss.linear_domain()
+            nodes = np.flatnonzero(self.component == comp)
+            if domain is None:
+                stacked = np.repeat(np.eye(d)[None], nodes.size, axis=0)
+                ranks = np.full(nodes.size, d)
+            else:
+                stacked, ranks = domain.basis[nodes], domain.rank[nodes]
+            keep = np.arange(stacked.shape[2])[None, :] < ranks[:, None]  # (nodes, r): columns in use
+            M = np.swapaxes(stacked, 1, 2)[keep].T  # (d, sum r_i)
+            if M.shape[1] == 0:
+                vecs, sigma = np.eye(d), np.zeros(0)
+            else:
+                vecs, sigma, _ = np.linalg.svd(M, full_matrices=True)
+            vals = np.zeros(d)
+            vals[:sigma.size] = sigma ** 2
+            top = float(sigma[0]) if sigma.size else 0.0
+            floor = 8.0 * np.finfo(float).eps * top * np.sqrt(max(d, M.shape[1]))
+            null = np.ones(d, dtype=bool)
+            null[:sigma.size] = sigma <= floor
+            order = np.argsort(vals)  # ascending, as eigh's
+            self._stacked[comp] = (vals[order], vecs[:, order], null[order])
+        return self._stacked[comp]
 
     @property
     def sizes(self) -> np.ndarray:
@@ -412,6 +453,13 @@ class ResidualAllowance:
         coef = np.einsum("kdj,kd->kj", vecs, sums[comps])  # sum_C e in the eigenbasis of G_C
         cut = 64.0 * d * np.finfo(float).eps * np.maximum(sizes, 1) * np.maximum(vals[:, -1], 1.0)
         null = vals <= cut[:, None]
+        if grams is None and (null & (coef != 0)).any():
+            # G_C's eigenvalues below the cut may be tiny but real (nodes' domains a hair apart),
+            # and w*_a huge along them: take those components' spectrum from the bases themselves
+            vals, vecs, null = vals.copy(), vecs.copy(), null.copy()
+            for k in np.flatnonzero((null & (coef != 0)).any(axis=1)):
+                vals[k], vecs[k], null[k] = self._stacked_spectrum(int(comps[k]))
+            coef = np.einsum("kdj,kd->kj", vecs, sums[comps])
         # sum_C e lies in range(G_C) exactly; along numerically null directions only rounding
         if (np.abs(np.where(null, coef, 0.0)) > level[comps][:, None]).any():
             return np.inf
