@@ -391,7 +391,7 @@ class ResidualAllowance:
         if comp not in self._stacked:
             d = self.problem.d
             domain = self.problem.loss.linear_domain()
-            nodes = np.flatnonzero(self.component == comp)
+            nodes = self.segment.indices[self.segment.indptr[comp]:self.segment.indptr[comp + 1]]  # (no O(n) scan)
             if domain is None:
                 stacked = np.repeat(np.eye(d)[None], nodes.size, axis=0)
                 ranks = np.full(nodes.size, d)
