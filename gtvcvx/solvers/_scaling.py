@@ -18,6 +18,7 @@ and the reported ``rel_gap`` (caller's units) is at most the one the run stopped
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import numpy as np
 
@@ -26,7 +27,7 @@ from ..problem import GTVProblem
 from ..results import GTVResult, relative_gap
 from ._pdhg_common import IterationInfo, warm_start_parts
 
-__all__ = ["label_scale", "ScaledSolve"]
+__all__ = ["label_scale", "ScaledSolve", "solve_scaled"]
 
 #: ``P(0)`` below this is solved in scaled units (``c^2 P(0)`` in ``[1, 4)``).
 SCALE_BELOW = 1.0
@@ -52,6 +53,23 @@ def label_scale(problem: GTVProblem) -> float:
     while exponent > 0 and np.ldexp(at_zero, 2 * exponent - 2) >= 1.0:
         exponent -= 1  # (log2 rounding)
     return float(np.ldexp(1.0, min(exponent, MAX_EXPONENT)))
+
+
+def solve_scaled(problem: GTVProblem, time_limit, warm_start, callback, run) -> GTVResult | None:
+    """``None`` where :func:`label_scale` is 1; else ``run(scaled problem, time left, warm start,
+    callback)`` in scaled units (see :class:`ScaledSolve`), its result mapped back, the scaling's
+    own time charged to ``setup_time`` and taken off ``time_limit``."""
+    start = time.perf_counter()
+    factor = label_scale(problem)
+    if factor == 1.0:
+        return None
+    scaled = ScaledSolve(problem, factor)
+    warm = scaled.warm_start_in(warm_start)
+    spent = time.perf_counter() - start
+    left = None if time_limit is None else max(float(time_limit) - spent, 0.0)
+    result = run(scaled.problem, left, warm, scaled.callback_in(callback))
+    result.setup_time += spent
+    return scaled.result_out(result)
 
 
 class ScaledSolve:

@@ -453,11 +453,12 @@ class ResidualAllowance:
         coef = np.einsum("kdj,kd->kj", vecs, sums[comps])  # sum_C e in the eigenbasis of G_C
         cut = 64.0 * d * np.finfo(float).eps * np.maximum(sizes, 1) * np.maximum(vals[:, -1], 1.0)
         null = vals <= cut[:, None]
-        if grams is None and (null & (coef != 0)).any():
+        ambiguous = np.flatnonzero((null & (coef != 0)).any(axis=1)) if grams is None else []
+        if len(ambiguous):
             # G_C's eigenvalues below the cut may be tiny but real (nodes' domains a hair apart),
             # and w*_a huge along them: take those components' spectrum from the bases themselves
-            vals, vecs, null = vals.copy(), vecs.copy(), null.copy()
-            for k in np.flatnonzero((null & (coef != 0)).any(axis=1)):
+            # (vals, vecs: fresh arrays from eigen's np.stack; null from the comparison above)
+            for k in ambiguous:
                 vals[k], vecs[k], null[k] = self._stacked_spectrum(int(comps[k]))
             coef = np.einsum("kdj,kd->kj", vecs, sums[comps])
         # sum_C e lies in range(G_C) exactly; along numerically null directions only rounding

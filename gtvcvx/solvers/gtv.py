@@ -30,7 +30,7 @@ from ._pdhg_common import (NONFINITE_CHECKS, PREDICT_FIRST_CHECK, PREDICT_FROM_E
 from ._pdhg_common import IterationInfo, initial_primal_weight, uniqueness_note, warm_start_parts
 from ._pdhg_common import step_norm_estimate as _step_norm_estimate
 from ._reorder import edge_block_order, locality_order
-from ._scaling import ScaledSolve, label_scale
+from ._scaling import solve_scaled
 from .certificate import Certificate, FlowProjector, certify_iterate, certify_pair, stationarity
 from .chain import chain_plan, solve_chain
 from .tree import solve_tree, tree_plan
@@ -297,20 +297,19 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
     if primal_weight is not None and not (_is_real(primal_weight) and primal_weight > 0):
         raise ValueError(f"primal_weight must be > 0, got {primal_weight!r}")
     max_iter = int(max_iter)
-    t_scale = time.perf_counter()
-    factor = label_scale(problem)
-    if factor != 1.0:  # an objective far below 1: solved where tol is relative (see _scaling)
-        scaled = ScaledSolve(problem, factor)
-        warm = scaled.warm_start_in(warm_start)
-        spent = time.perf_counter() - t_scale
-        left = None if time_limit is None else max(float(time_limit) - spent, 0.0)
-        result = solve(scaled.problem, tol, max_iter, left, warm, scaled.callback_in(callback), method=method,
-                       eta=eta, reflection=reflection, primal_weight=primal_weight, adaptive_weight=adaptive_weight,
+
+    def run_scaled(scaled, left, warm, scaled_callback):
+        result = solve(scaled, tol, max_iter, left, warm, scaled_callback, method=method, eta=eta,
+                       reflection=reflection, primal_weight=primal_weight, adaptive_weight=adaptive_weight,
                        check_every=check_every, restart_check=restart_check, blas_threads=blas_threads,
                        check_separability=check_separability)
-        result.setup_time += spent
         _caller_limits(result, max_iter, time_limit, max_iter, left)
-        return scaled.result_out(result)
+        return result
+
+    # an objective far below 1: solved where tol is relative (see _scaling)
+    scaled_result = solve_scaled(problem, time_limit, warm_start, callback, run_scaled)
+    if scaled_result is not None:
+        return scaled_result
     if check_separability:
         t_check = time.perf_counter()
         separation = find_separation(problem)

@@ -27,7 +27,7 @@ from ..results import GTVResult, Status
 from ._cg import conjugate_gradient
 from .certificate import Certificate, FlowProjector, certify_pair
 from ._pdhg_common import warm_start_parts
-from ._scaling import ScaledSolve, label_scale
+from ._scaling import solve_scaled
 
 #: Dual-ball geometries whose projection SSNAL differentiates (Norm2: Euclidean balls, Norm1: boxes).
 SSNAL_BALLS = ("l2", "linf")
@@ -451,21 +451,15 @@ def solve_ssnal(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 200, tim
     _check_problem(problem)
     _check_options(tol, max_iter, time_limit, max_newton, linear_solver, sigma)
     max_iter, max_newton = int(max_iter), int(max_newton)
-    t_scale = time.perf_counter()
-    scaled = None
-    factor = label_scale(problem)
-    if factor != 1.0:  # points far below 1: solved where tol is relative (as gtvcvx.solve does)
-        scaled = ScaledSolve(problem, factor)
-        problem, warm_start, callback = scaled.problem, scaled.warm_start_in(warm_start), scaled.callback_in(callback)
-        spent = time.perf_counter() - t_scale
-        time_limit = None if time_limit is None else max(float(time_limit) - spent, 0.0)
-    with blas_threads_limit(blas_threads):
-        result = _solve(problem, float(tol), max_iter, time_limit, warm_start, callback, sigma, float(sigma_growth),
-                        float(sigma_max), max_newton, linear_solver, int(cg_max_iter))
-    if scaled is None:
-        return result
-    result.setup_time += spent
-    return scaled.result_out(result)
+
+    def run(problem, time_limit, warm_start, callback):
+        with blas_threads_limit(blas_threads):
+            return _solve(problem, float(tol), max_iter, time_limit, warm_start, callback, sigma, float(sigma_growth),
+                          float(sigma_max), max_newton, linear_solver, int(cg_max_iter))
+
+    # points far below 1: solved where tol is relative (as gtvcvx.solve does)
+    scaled_result = solve_scaled(problem, time_limit, warm_start, callback, run)
+    return scaled_result if scaled_result is not None else run(problem, time_limit, warm_start, callback)
 
 
 def _solve(problem, tol, max_iter, time_limit, warm_start, callback, sigma, sigma_growth, sigma_max, max_newton,
