@@ -108,6 +108,31 @@ def test_nearly_parallel_node_domains_are_not_taken_for_rounding():
         check_dual_bound(cert, exact, what=what)
 
 
+def test_one_sample_nodes_with_graded_features_are_measured_at_their_own_dual():
+    """Found by the nightly profile: one-sample nodes with features from 1e-3 to 1e15. The
+    Fenchel-Young term at the projected node dual was evaluated with the equilibrated generalized
+    inverse, which measures a point that rounding left off the row space at an *oblique*
+    projection; node 1's term came out 49 too small at this W (P(W) = 2.5e14) and the
+    certificate claimed a dual bound of 45 where P* ~ 7e-5. The terms are now taken at the
+    sample dual z whose image X^T z is the node's dual exactly."""
+    X = [np.array([[-0.0011612226689743674, 1558678790447199.5, -0.00026679174536867065]]),
+         np.array([[-0.000880689649182765, -1049668326872910.4, 0.00034855439506506285]]),
+         np.array([[-0.0002640666725028085, 570625862188192.4, -0.001665768104193245]]), np.zeros((0, 3))]
+    y = [np.array([0.6033495558419332]), np.array([0.43262866685735524]), np.array([3.85074251098301]), np.zeros(0)]
+    graph = g.graphs.chain(4, weights=[1.9237290293999984e-12, 975762656492.3843, 8.225004685386062e-08])
+    problem = g.GTVProblem(graph, g.SquaredError(X, y, d=3), g.Norm2(), lam=0.01)
+    W = np.array([[142881819.98283714, 1.3951726286209168e-13, 812840.9245528812],
+                  [-40180443.56238468, -1.4901161193847656e-08, 62846748.979533896],
+                  [-40180443.56238468, 0.0, 62846748.979533896],
+                  [17831232.812408224, 15453658.024365481, -30363756.87836031]])
+    good = g.solve(problem, tol=1e-8, check_separability=False)
+    exact = [exact_objective(problem, good.W), exact_objective(problem, np.zeros((4, 3)))]
+    assert float(min(exact)) < 1e-3
+    for what, cert in (("certify(W)", certify(problem, W)), ("certify(W, good U)", certify(problem, W, good.U)),
+                       ("fast", good), ("certify(good W)", certify(problem, good.W))):
+        check_dual_bound(cert, exact, what=what)
+
+
 def test_feature_scales_1e15_are_not_truncated():
     """Issue case 3: a feature at 1e15 next to one at 1 made the SVD drop the small direction and
     the certificate certify the truncated problem (gap 1e-19, true suboptimality >= 1.69)."""
