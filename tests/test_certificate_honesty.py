@@ -133,6 +133,59 @@ def test_one_sample_nodes_with_graded_features_are_measured_at_their_own_dual():
         check_dual_bound(cert, exact, what=what)
 
 
+def test_logistic_allowance_bounds_the_optimum_by_the_samples_half_spaces():
+    """Found by the nightly profile (a case like it): logistic with features at 1e-6 and 1e3. The
+    optimum sits at w* ~ 1e5 along the small feature, the candidates at ~4; the allowance for the
+    flow residual used the candidate's scale (logistic bounds no optimum by itself) and the
+    certified dual exceeded an exact primal value. It now bounds w* by the linear program of the
+    samples' half-spaces -y_k x_k^T w <= m_i P (rigorous through the LP's dual), and says nothing
+    about the candidate's scale."""
+    X = [np.array([[9.091452127202385e-07, 751.3966404579656], [-2.553838109090594e-08, 652.5056443681696],
+                   [-6.509536737300202e-07, -1829.4924470976193], [1.678510560062033e-06, 476.6139840355337]]),
+         np.zeros((0, 2)),
+         np.array([[-2.066348086209916e-06, -1058.9355858128092], [-6.195720544749211e-07, 341.5585625238253],
+                   [1.3269220094636064e-06, 307.6528710048843]])]
+    y = [np.array([-1.0, 1.0, -1.0, -1.0]), np.zeros(0), np.array([-1.0, -1.0, 1.0])]
+    problem = g.GTVProblem(g.graphs.chain(3, weights=[479.0, 0.07]), g.Logistic(X, y, d=2), g.Norm2(), lam=0.01)
+    W_near = np.array([[3.9592662722235232, 0.0005891455336267121], [3.959266265320791, 0.0005917039352808053],
+                       [3.959276638268403, 0.0019262599863095675]])
+    W_far = np.array([[98582.88181214077, 0.0005276228399593785], [98582.88181214077, 0.000527622840787099],
+                      [98582.88181278842, 0.001805028563049857]])
+    exact = [exact_objective(problem, W_near), exact_objective(problem, W_far)]
+    for what, W in (("near W", W_near), ("far W", W_far)):
+        cert = certify(problem, W)
+        check_dual_bound(cert, exact, what=what)
+        assert np.isfinite(cert.dual) and "candidate's scale" not in cert.message, (what, cert.message)
+    assert certify(problem, W_far).rel_gap < 1e-4  # rigorous, and still tight near the optimum
+
+
+def test_minorant_box_is_sound_and_finite_only_for_bounded_polyhedra():
+    """The box bounds every vertex of a 2-D polyhedron (enumerated independently: all pairs of
+    boundary lines), within 1e-6 of the largest, at any column scaling; None where unbounded."""
+    from itertools import combinations
+
+    from gtvcvx.solvers.certificate import minorant_box
+
+    rng = np.random.default_rng(4)
+    for scales in ([1.0, 1.0], [1e-6, 1e3], [1e8, 1e-4]):
+        A = rng.normal(size=(12, 2)) * scales
+        weight, reach = np.full(12, 3.0), rng.uniform(0, 2, size=12)
+        box = minorant_box(A, weight, reach)
+        assert box is not None
+        b = weight + np.linalg.norm(A, axis=1) * reach
+        vertices = []
+        for k, j in combinations(range(12), 2):
+            w = np.linalg.solve(A[[k, j]] / scales, b[[k, j]]) / scales  # (columns scaled for the solve)
+            if (A @ w <= b + 1e-9 * np.abs(b)).all():
+                vertices.append(w)
+        reach_j = np.abs(np.array(vertices)).max(axis=0)
+        assert (reach_j * (1 - 1e-9) <= box).all() and (box <= reach_j * (1 + 1e-6)).all(), (scales, reach_j, box)
+    # separable rows (all a_k^T e_1 < 0): w_1 -> +inf stays feasible
+    A = np.column_stack([-rng.uniform(1, 2, size=6), rng.normal(size=6)])
+    assert minorant_box(A, np.ones(6), np.zeros(6)) is None
+    assert minorant_box(np.zeros((0, 2)), np.zeros(0), np.zeros(0)) is None
+
+
 def test_feature_scales_1e15_are_not_truncated():
     """Issue case 3: a feature at 1e15 next to one at 1 made the SVD drop the small direction and
     the certificate certify the truncated problem (gap 1e-19, true suboptimality >= 1.69)."""
@@ -318,3 +371,23 @@ def test_convex_clustering_certificates_obey_exact_weak_duality(case, solver, la
     others = [np.zeros_like(points), np.tile(points.mean(axis=0), (len(points), 1)), problem.loss.points]
     exact = [exact_objective(problem, W) for W in [res.gtv.W] + others]
     check_dual_bound(res.gtv, exact, what=f"convex clustering ({solver})")
+
+
+def test_an_estimated_allowance_never_backs_optimal(monkeypatch):
+    """Where the linear program gives no bound on the optimum (here: switched off), the allowance
+    uses the candidate's scale, which is not a bound: the gap is reported with the estimate named
+    (residuals["estimated_allowance"]) and the status is `inaccurate`, never `optimal`."""
+    from gtvcvx.solvers import certificate
+
+    rng = np.random.default_rng(7)
+    n, d = 6, 3
+    X = [rng.normal(size=(2, d)) for _ in range(n)]  # m_i < d: flow residuals at every node
+    y = [np.array([1.0, -1.0]) for _ in range(n)]
+    problem = g.GTVProblem(g.graphs.chain(n), g.Logistic(X, y), g.Norm2(), lam=0.1)
+    rigorous = g.solve(problem, tol=1e-6)
+    assert rigorous.status == "optimal" and rigorous.residuals["estimated_allowance"] == 0.0
+    monkeypatch.setattr(certificate, "MINORANT_LP_MAX_D", 0)
+    estimated = g.solve(problem, tol=1e-6)
+    assert estimated.residuals["estimated_allowance"] > 0
+    assert estimated.status == "inaccurate"
+    assert "estimated allowance" in estimated.message and "candidate's scale" in estimated.message

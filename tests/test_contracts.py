@@ -67,6 +67,21 @@ def test_loss_contract_catches_a_wrong_scaling():
         check_loss(loss)
 
 
+class _HingeMinorantsTooHigh(Hinge):
+    """Claims a_k^T w <= L_i(w) with weight 1 instead of m_i: the allowance would bound the optimum
+    by a polyhedron that does not contain it."""
+
+    def linear_minorants(self):
+        A, node, weight = super().linear_minorants()
+        return A, node, np.ones_like(weight)
+
+
+def test_loss_contract_catches_unsound_linear_minorants():
+    loss = example_loss(_HingeMinorantsTooHigh, rng=np.random.default_rng(0))
+    with pytest.raises(AssertionError, match=r"loss 'hinge': linear_minorants is not a lower bound"):
+        check_loss(loss)
+
+
 def test_penalty_contract_catches_a_norm_trait_that_is_not_homogeneous():
     from gtvcvx.penalties import SquaredNorm2
 

@@ -239,6 +239,19 @@ class Loss(ABC):
         """
         raise CapabilityError(f"loss '{self.name}' does not provide scaled")
 
+    @optional
+    def linear_minorants(self):
+        """Per-sample linear lower bounds of the node losses, ``(A, node, weight)``.
+
+        ``A`` (M, d), ``node`` (M,) int and ``weight`` (M,) > 0 with
+        ``a_k^T w <= weight_k L_{node_k}(w)`` for every ``w``: for a loss that bounds no optimum
+        by itself (:meth:`range_bound` infinite: logistic, hinge), the certificate bounds the
+        optimum of a component by a linear program over these half-spaces
+        (:class:`gtvcvx.solvers.certificate.ResidualAllowance`), finite where the pooled data
+        are not separable.
+        """
+        raise CapabilityError(f"loss '{self.name}' does not provide linear_minorants")
+
     def range_bound(self, value_bound: float) -> np.ndarray:
         """Bounds ``B_i >= ||B_i^T w_i||`` for every ``w_i`` with ``L_i(w_i) <= value_bound``.
 
@@ -702,6 +715,13 @@ class _DesignLoss(Loss):
         """Index of every sample within its node (its column in the padded arrays)."""
         return np.arange(self.node_of_sample.size) - self._sample_offsets[self.node_of_sample]
 
+    def _label_minorants(self):
+        """:meth:`Loss.linear_minorants` of a classifier ``L_i(w) = (1/m) sum_k phi(y_k x_k^T w)``
+        with ``phi(u) >= max(0, -u)`` (logistic, hinge): ``a_k = -y_k x_k``, ``weight_k = m_i``
+        (every other sample's term is >= 0)."""
+        return (-self.y_all[:, None] * self.X_all, self.node_of_sample,
+                self.counts[self.node_of_sample].astype(float))
+
     def _rows(self, idx):
         """The padded sample arrays of the nodes ``idx`` (all nodes, without copying, for None)."""
         Xp, yp, mask, inv_m = self._padded
@@ -949,6 +969,10 @@ class Logistic(_DesignLoss):
         hess_w = np.where(mask, p * (1.0 - p), 0.0) * inv_m[:, None]
         Xt = np.swapaxes(Xp, 1, 2)
         return np.matmul(Xt, grad_w[:, :, None])[:, :, 0], np.matmul(Xt * hess_w[:, None, :], Xp)
+
+    def linear_minorants(self):
+        """``log(1 + exp(-u)) >= -u``: ``a_k = -y_k x_k``, ``weight_k = m_i``."""
+        return self._label_minorants()
 
     def node_hessians(self, W) -> np.ndarray:
         """``(1/m) X^T diag(s (1 - s)) X`` per node with ``s_k = sigmoid(-y_k x_k^T w)``, (n, d, d)

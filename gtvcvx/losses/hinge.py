@@ -41,6 +41,10 @@ class Hinge(MarginLoss):
     traits = ("classifier",)
     conic_form = "hinge_margin"
 
+    def linear_minorants(self):
+        """``max(0, 1 - u) >= -u``: ``a_k = -y_k x_k``, ``weight_k = m_i``."""
+        return self._label_minorants()
+
     def _argument(self, W):
         return self.y_all * self._sample_margins(W)  # y x^T w in doubled precision
 

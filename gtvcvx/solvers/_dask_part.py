@@ -25,7 +25,7 @@ from ..losses._core import get_loss
 from ._edge_kernels import MOVE_HALPERN, MOVE_NONE, MOVE_RESTART, EdgeSweep
 from ._kernels import axpy, scal
 from ._partition import PartLayout
-from .certificate import allowance_partials, bounds_optimum, component_grams
+from .certificate import MinorantBoxes, allowance_partials, bounds_optimum, component_grams
 
 __all__ = ["PartData", "Part"]
 
@@ -260,6 +260,7 @@ class Part:
         nodes takes part in the projection with empty blocks (it relays zeros)."""
         self.component, self.dist_unit = component, dist_unit
         self.n_components, self.power = int(n_components), float(power)
+        self.boxes = MinorantBoxes(self.loss, component, self.n_components, dist_unit)
         ext_mask = np.asarray(constrained_ext, dtype=bool)
         own_mask = ext_mask[self.layout.own_pos]
         self.coupled = ext_mask[self.layout.edge_ends].any(axis=1)  # edges touching a constrained node
@@ -431,6 +432,10 @@ class Part:
         W, _, _, _, V = self._cert
         return allowance_partials(self.loss, W, V, self._residual, primal, node_scale, self.component,
                                   self.n_components, self.dist_unit, self.power)
+
+    def minorant_box(self, comp: int):
+        """This part's :class:`gtvcvx.solvers.certificate.MinorantBoxes` box of component ``comp``."""
+        return self.boxes(comp)
 
     def grams(self, comps: np.ndarray) -> np.ndarray:
         """This part's share of ``G_C = sum_{i in C} B_i B_i^T`` for the components ``comps``."""

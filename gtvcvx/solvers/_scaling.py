@@ -101,7 +101,7 @@ class ScaledSolve:
         area = self.factor * self.factor
         primal, dual = certificate.primal / area, certificate.dual / area
         residuals = dict(certificate.residuals)
-        for key in ("rounding_allowance", "residual_allowance"):
+        for key in ("rounding_allowance", "residual_allowance", "estimated_allowance"):
             if key in residuals:
                 residuals[key] = residuals[key] / area
         return dataclasses.replace(certificate, primal=primal, dual=dual, gap=certificate.gap / area,
@@ -136,7 +136,7 @@ class ScaledSolve:
         if np.isfinite(result.value):
             result.value = result.value / area
         result.rel_gap = relative_gap(result.primal, result.dual) if np.isfinite(result.gap) else result.rel_gap
-        for key in ("rounding_allowance", "residual_allowance"):
+        for key in ("rounding_allowance", "residual_allowance", "estimated_allowance"):
             if key in result.residuals:
                 result.residuals[key] = result.residuals[key] / area
         for key in ("node_gaps", "edge_gaps"):

@@ -31,8 +31,8 @@ from ..problem import GTVProblem
 from ..results import GTVResult, Status, out_of_reach_message, relative_gap, tol_out_of_reach
 from ._dask_part import Part, PartData
 from ._partition import part_layouts, partition_graph
-from .certificate import (_ROUNDING_FACTOR, UNBOUNDED_TARGET_RTOL, Certificate, ResidualAllowance,
-                          merge_allowance_partials, no_bound_message)
+from .certificate import (_ROUNDING_FACTOR, ESTIMATED_ALLOWANCE_MESSAGE, UNBOUNDED_TARGET_RTOL, Certificate,
+                          ResidualAllowance, merge_allowance_partials, no_bound_message)
 from ._pdhg_common import (CHECK_SPACING, NONFINITE_CHECKS, IterationInfo, initial_primal_weight, residual_trigger,
                            step_norm_estimate, uniqueness_note, warm_start_parts)
 
@@ -625,6 +625,7 @@ class _Certifier:
         self.rounds = 0
         view = _GraphView(graph, penalty, lam, d)
         self.allowance = ResidualAllowance(view)
+        self._boxes = {}  # component -> the smallest of the parts' minorant boxes (see _minorant_box)
         self.node_bound = (np.zeros(graph.n) if graph.n_edges == 0 else np.bincount(
             graph.edges.reshape(-1), np.repeat(penalty.flow_bound(view.capacities, d), 2), minlength=graph.n))
         self.bound = float(self.node_bound.max(initial=0.0))
@@ -655,6 +656,15 @@ class _Certifier:
                 return zero
         return cert
 
+    def _minorant_box(self, comp: int):
+        """The smallest of the parts' boxes of component ``comp`` (each bounds the optimum from its
+        own samples' half-spaces, :class:`~gtvcvx.solvers.certificate.MinorantBoxes`; the data stay
+        on the workers), cached; None where no part has one."""
+        if comp not in self._boxes:
+            found = [box for box in self._call("minorant_box", comp=comp) if box is not None]
+            self._boxes[comp] = np.minimum.reduce(found) if found else None
+        return self._boxes[comp]
+
     def _call(self, method, per_part=None, **kwargs):
         self.rounds += 1
         return self.cluster.call(method, per_part, **kwargs)
@@ -680,15 +690,16 @@ class _Certifier:
         primal = sums["node_values"] + sums["edge_values"]
         terms = sums["node_gaps"] + sums["edge_gaps"]
         cross = sums["cross"]
-        bound, message = 0.0, ""
+        bound, message, estimated = 0.0, "", 0.0
         if sums["residual"]:
             node_scale = np.where(np.isfinite(self.node_bound), self.node_bound, scale)
             partials = self._call("allowance", [node_scale[lay.own_nodes] for lay in cluster.layouts], primal=primal)
             bound = self.allowance.combine(merge_allowance_partials(partials), primal,
-                                           grams=lambda todo: sum(self._call("grams", comps=todo)))
-            if bound > 0 and not self.allowance.last_exact:
-                message = ("the allowance for the flow-conservation residual uses the candidate's scale "
-                           "(this loss gives no a-priori bound on the optimum)")
+                                           grams=lambda todo: sum(self._call("grams", comps=todo)),
+                                           boxes=self._minorant_box)
+            estimated = bound if bound > 0 and not self.allowance.last_exact else 0.0
+            if estimated:
+                message = ESTIMATED_ALLOWANCE_MESSAGE
         rounding = _ROUNDING_FACTOR * (8.0 + math.log2(2.0 + graph.n + graph.n_edges) + float(self.max_terms)) * (
             abs(primal) + abs(terms) + abs(cross))
         gap = float(terms + bound + abs(cross) + rounding)
@@ -698,7 +709,8 @@ class _Certifier:
         else:
             dual = primal - gap
         residuals = {"conservation": conservation, "capacity_scale": alpha, "projection_iterations": float(iterations),
-                     "residual_allowance": bound + abs(cross), "rounding_allowance": rounding}
+                     "residual_allowance": bound + abs(cross), "rounding_allowance": rounding,
+                     "estimated_allowance": estimated}
         return Certificate(primal=primal, dual=dual, gap=gap, rel_gap=relative_gap(primal, dual), node_gaps=None,
                            edge_gaps=None, U=None, residuals=residuals, message=message)
 

@@ -227,6 +227,22 @@ def check_loss(loss, rng=None, *, rtol: float = 1e-6) -> None:
         raise AssertionError(f"{tag}: range_bound is not sound at node {i}: ||B^T w|| = {norms[i]:.6g} > "
                              f"bound {bound[i]:.6g} with L_i(w_i) = {vals[i]:.6g}")
 
+    # linear_minorants: a_k^T w <= weight_k L_i(w) everywhere (the certificate bounds optima by them)
+    if provides(loss, "linear_minorants"):
+        A, node, weight = loss.linear_minorants()
+        M = node.shape[0]
+        _shape(f"{tag}: linear_minorants rows", A, (M, d))
+        _shape(f"{tag}: linear_minorants weights", weight, (M,))
+        if M and not (np.all(weight > 0) and np.all((node >= 0) & (node < n))):
+            raise AssertionError(f"{tag}: linear_minorants needs weights > 0 and node indices in [0, {n})")
+        for Wm in (Wr, 30.0 * rng.normal(size=(n, d))):
+            lhs = np.einsum("kd,kd->k", A, Wm[node])
+            rhs = weight * loss.node_values(Wm)[node]
+            if np.any(lhs > rhs + 1e-9 * (1 + np.abs(rhs))):
+                k = int(np.argmax(lhs - rhs))
+                raise AssertionError(f"{tag}: linear_minorants is not a lower bound at sample {k} (node "
+                                     f"{int(node[k])}): a^T w = {lhs[k]:.6g} > weight L_i(w) = {rhs[k]:.6g}")
+
     # scaled: L'(c w) = c^2 L(w), so L'^*(c v) = c^2 L^*(v); solve() maps certificates through it,
     # so a loss that answers it wrongly would be certified on another problem
     if provides(loss, "scaled"):
