@@ -391,3 +391,17 @@ def test_an_estimated_allowance_never_backs_optimal(monkeypatch):
     assert estimated.residuals["estimated_allowance"] > 0
     assert estimated.status == "inaccurate"
     assert "estimated allowance" in estimated.message and "candidate's scale" in estimated.message
+
+
+def test_separable_logistic_residual_gets_no_finite_bound():
+    """Found by the nightly profile: one logistic sample (separable: inf P = 0, no minimizer) and
+    two nodes without data. The allowance for the rounding-level residual used the candidate's
+    scale and the result claimed a dual of 6.4e-10 > inf P = 0. The half-spaces' programs now prove
+    the polyhedron unbounded, so no finite dual rests on that residual."""
+    X = [np.array([[0.1257302210933933]]), np.zeros((0, 1)), np.zeros((0, 1))]
+    y = [np.array([-1.0]), np.zeros(0), np.zeros(0)]
+    problem = g.GTVProblem(g.graphs.chain(3), g.Logistic(X, y, d=1), g.Norm2(), lam=1000.0)
+    fast = g.solve(problem, tol=1e-8, max_iter=2, check_separability=False)
+    assert fast.dual <= 0.0 and fast.status != "optimal"
+    for W in (fast.W, np.full((3, 1), -40.0), np.zeros((3, 1))):
+        assert certify(problem, W).dual <= 0.0

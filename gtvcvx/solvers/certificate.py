@@ -386,9 +386,11 @@ def minorant_box(A: np.ndarray, weight: np.ndarray, reach: np.ndarray) -> np.nda
 class MinorantBoxes:
     """``box(comp)``: :func:`minorant_box` at ``P = 1`` of the samples of component ``comp`` among
     those of ``loss`` (all nodes, or one part's: a subset of a component's half-spaces bounds a
-    larger polyhedron, so each part's box is valid and the smallest is taken), or None where the
-    loss has no :meth:`~gtvcvx.losses.Loss.linear_minorants`, ``d > MINORANT_LP_MAX_D``, the
-    polyhedron is unbounded or the budget of ``MINORANT_LP_PROGRAMS`` is spent. Cached per component.
+    larger polyhedron, so each part's box is valid and the smallest is taken); ``+inf`` entries
+    where the programs ran and certified no bound (the polyhedron is unbounded: the component's
+    data are separable, and nothing bounds the optimum); None where they did not run (the loss has
+    no :meth:`~gtvcvx.losses.Loss.linear_minorants`, ``d > MINORANT_LP_MAX_D``, no samples, or
+    the budget of ``MINORANT_LP_PROGRAMS`` is spent). Cached per component.
 
     ``component`` and ``dist_unit`` (per node of ``loss``) as in :class:`ResidualAllowance`.
     """
@@ -416,6 +418,8 @@ class MinorantBoxes:
                 if rows.size and self.programs + 2 * loss.d <= MINORANT_LP_PROGRAMS:
                     self.programs += 2 * loss.d
                     box = minorant_box(A[rows], weight[rows], self.dist_unit[node[rows]])
+                    if box is None:  # the programs ran and bound nothing (separable data): no bound at all
+                        box = np.full(loss.d, np.inf)
             self.boxes[comp] = box
         return self.boxes[comp]
 
@@ -447,8 +451,9 @@ class ResidualAllowance:
     When the loss gives no ``beta_i`` (logistic, hinge), ``|<w*_a, sum_C e>|`` is bounded by a box
     around ``w*_a`` from the linear program of the samples' half-spaces
     (:meth:`gtvcvx.losses.Loss.linear_minorants`, :func:`minorant_box`, :class:`MinorantBoxes`),
-    finite where the component's pooled data are not separable. Where there is no such box
-    (separable, or beyond ``MINORANT_LP_ROWS`` / ``MINORANT_LP_MAX_D`` / ``MINORANT_LP_PROGRAMS``),
+    finite where the component's pooled data are not separable (where the programs prove it
+    unbounded the allowance is ``inf``: no finite dual with that residual). Where they do not run
+    (beyond ``MINORANT_LP_MAX_D`` / ``MINORANT_LP_PROGRAMS``, or a loss without minorants),
     ``R_C`` falls back to the candidate's own ``max_i ||w_i|| + delta_i``, which is not a bound:
     :attr:`last_exact` is False, the certificate says so and :func:`gtvcvx.solve` reports
     ``inaccurate`` rather than ``optimal`` on it (:func:`rigorous_status`).
@@ -612,6 +617,8 @@ class ResidualAllowance:
                 if box is None:
                     self.last_exact = False
                     radius[k] = 2.0 * (partial["wmax"][comps[k]] + partial["dmax"][comps[k]])
+                elif not np.isfinite(box).all():
+                    return np.inf  # separable: no bound on w*_a, so no finite dual with this residual
                 else:
                     radius[k] = growth * float(np.abs(sums[comps[k]]) @ box) / sum_norm[comps[k]]
         # lam = 0: no node of the component has data, and sum_C e = 0 exactly (a divergence)
@@ -1337,8 +1344,8 @@ def _certificate_of(problem: GTVProblem, W, flow: FeasibleFlow, projector: FlowP
 
 ESTIMATED_ALLOWANCE_MESSAGE = (
     "the allowance for the flow-conservation residual uses the candidate's scale (this loss gives no a-priori "
-    "bound on the optimum, and the linear program of its samples' half-spaces gave none here: the data of a "
-    "component are separable, or beyond its size limits)")
+    "bound on the optimum, and the linear programs of its samples' half-spaces were not run: beyond their "
+    "size limits, see gtvcvx.solvers.certificate.MINORANT_LP_MAX_D)")
 
 
 def rigorous_status(result):
