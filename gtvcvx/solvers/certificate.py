@@ -1263,6 +1263,8 @@ def anchored_flow(problem: GTVProblem, W, U, projector: FlowProjector,
     flow = U0 + edge_move(lam)
     alpha = projector._common_scale(flow, coupled_only=False)[0]
     flow *= alpha
+    if not np.isfinite(flow).all():  # (e.g. a move of inf * 0 on a frozen face: no flow, not a NaN dual point)
+        return None
     return FeasibleFlow(U=flow, scale=projector.flow_scale(flow), capacity_scale=alpha,
                         projection_iterations=iterations)
 
