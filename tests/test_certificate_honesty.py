@@ -184,6 +184,23 @@ def test_minorant_box_is_sound_and_finite_only_for_bounded_polyhedra():
     A = np.column_stack([-rng.uniform(1, 2, size=6), rng.normal(size=6)])
     assert minorant_box(A, np.ones(6), np.zeros(6)) is None
     assert minorant_box(np.zeros((0, 2)), np.zeros(0), np.zeros(0)) is None
+    # a feature no sample has: free (inf), the others bounded as without it
+    A = rng.normal(size=(12, 2))
+    weight, reach = np.full(12, 3.0), np.zeros(12)
+    padded = minorant_box(np.column_stack([A, np.zeros(12)]), weight, reach)
+    assert padded is not None and padded[2] == np.inf
+    np.testing.assert_array_equal(padded[:2], minorant_box(A, weight, reach))
+
+
+def test_logistic_with_a_feature_no_sample_has_is_still_certified():
+    """An all-zero feature leaves w*_j free, but no residual lies along it: certificates stay finite
+    and rigorous (no estimate), and the solve is optimal."""
+    rng = np.random.default_rng(8)
+    X = [np.column_stack([rng.normal(size=(2, 2)), np.zeros(2)]) for _ in range(5)]
+    y = [np.array([1.0, -1.0]) for _ in range(5)]
+    problem = g.GTVProblem(g.graphs.chain(5), g.Logistic(X, y, d=3), g.Norm2(), lam=0.1)
+    result = g.solve(problem, tol=1e-6)
+    assert result.status == "optimal" and result.residuals["estimated_allowance"] == 0.0
 
 
 def test_feature_scales_1e15_are_not_truncated():

@@ -318,7 +318,8 @@ MINORANT_LP_PROGRAMS = 200
 
 def minorant_box(A: np.ndarray, weight: np.ndarray, reach: np.ndarray) -> np.ndarray | None:
     r"""Rigorous bounds ``|w_j| <= box_j`` on the polyhedron ``{w : a_k^T w <= weight_k + ||a_k|| reach_k}``,
-    or None where it is unbounded (the rows' data are separable) or the bound is not certified.
+    or None where it is unbounded (the rows' data are separable) or the bound is not certified;
+    ``box_j = inf`` for a column of zeros (a feature no sample has).
 
     Parameters
     ----------
@@ -352,8 +353,18 @@ def minorant_box(A: np.ndarray, weight: np.ndarray, reach: np.ndarray) -> np.nda
     if M == 0:
         return None
     colmax = np.abs(A).max(axis=0)
-    if not (np.isfinite(colmax).all() and (colmax > 0).all()):
-        return None  # a direction no sample constrains
+    if not np.isfinite(colmax).all():
+        return None
+    seen = colmax > 0
+    if not seen.all():  # a feature no sample has: w_j is free, the others bounded as without it
+        if not seen.any():
+            return None
+        inner = minorant_box(A[:, seen], weight, reach)
+        if inner is None:
+            return None
+        box = np.full(d, np.inf)
+        box[seen] = inner
+        return box
     scale = np.exp2(np.round(np.log2(colmax)))  # powers of two: A / scale is exact ...
     As = A / scale
     if (np.abs(As[As != 0]) < np.finfo(float).tiny).any():
@@ -617,10 +628,12 @@ class ResidualAllowance:
                 if box is None:
                     self.last_exact = False
                     radius[k] = 2.0 * (partial["wmax"][comps[k]] + partial["dmax"][comps[k]])
-                elif not np.isfinite(box).all():
-                    return np.inf  # separable: no bound on w*_a, so no finite dual with this residual
                 else:
-                    radius[k] = growth * float(np.abs(sums[comps[k]]) @ box) / sum_norm[comps[k]]
+                    along = np.abs(sums[comps[k]])
+                    free = ~np.isfinite(box)  # (a feature no sample has, or separable data: all)
+                    if (along[free] > 0).any():
+                        return np.inf  # no bound on w*_a that way, so no finite dual with this residual
+                    radius[k] = growth * float(along[~free] @ box[~free]) / sum_norm[comps[k]]
         # lam = 0: no node of the component has data, and sum_C e = 0 exactly (a divergence)
         return within + float(np.dot(radius, sum_norm[comps]))
 
