@@ -1360,7 +1360,7 @@ def _certificate_of(problem: GTVProblem, W, flow: FeasibleFlow, projector: FlowP
 ESTIMATED_ALLOWANCE_MESSAGE = (
     "the allowance for the flow-conservation residual uses the candidate's scale (this loss gives no a-priori "
     "bound on the optimum, and the linear programs of its samples' half-spaces were not run: beyond their "
-    "size limits, see gtvcvx.solvers.certificate.MINORANT_LP_MAX_D)")
+    "size limits, see gtvcvx.solvers.certificate.MINORANT_LP_MAX_D, or the loss has no linear_minorants)")
 
 
 def rigorous_status(result):
