@@ -49,6 +49,28 @@ def test_singular_consistent_system_gives_minimum_norm_solution():
     assert residual <= 1e-12
 
 
+@pytest.mark.parametrize("columnwise", [False, True])
+def test_a_tolerance_below_rounding_on_a_singular_system_does_not_diverge(columnwise):
+    """Captured from a nightly run (`certify` on a warm-started logistic solve): the free flow of two
+    disjoint edges {2, 3} and {0, 5} of a 7-node graph, a right-hand side whose component means are
+    zero up to rounding, and a tolerance below that rounding. The residual reached 8e-17 in one step,
+    the next step's curvature was tiny but positive, and the iteration grew to overflow: a NaN flow
+    and a traceback from `certify`. Now the diverging step is undone and the column stops."""
+    edges = np.array([[2, 3], [0, 5]])
+    D = np.zeros((2, 7))
+    D[np.arange(2), edges[:, 0]], D[np.arange(2), edges[:, 1]] = 1.0, -1.0
+    gram = D.T @ D  # rank 2
+    b = np.array([-0.0001335983013550251, 0.0, -0.0022529380367163343, 0.0022529380367164453, 0.0,
+                  0.0001335983013550251, 0.0])
+    B = np.column_stack([b, np.zeros(7), 2.0 * b]) if columnwise else b[:, None]
+    X, iterations, residual = conjugate_gradient(lambda V: gram @ V, B, atol=3e-17, max_iter=300,
+                                                 columnwise=columnwise)
+    assert np.isfinite(X).all() and iterations <= 2
+    np.testing.assert_allclose(X, np.linalg.pinv(gram) @ B, atol=1e-15)
+    true = np.linalg.norm(B - gram @ X, axis=0) if columnwise else np.linalg.norm(B - gram @ X)
+    assert np.all(true <= 1e-15) and np.all(np.asarray(residual) <= 1e-15)
+
+
 def test_deadline_and_max_iter_stop_early():
     A, B = _spd(40, seed=2)
     _, iterations, residual = conjugate_gradient(lambda V: A @ V, B, atol=0.0, max_iter=3)

@@ -15,6 +15,14 @@ Inner products are either over the whole array (one system in ``n d`` unknowns) 
 A direction of non-positive curvature ends the iteration (of that column), which happens in
 floating point once the residual is at rounding level of a singular consistent system.
 
+The curvature can also stay positive but tiny there: the residual's rounding-level component in the
+null space of ``A`` then gets a huge step and the iteration diverges (seen on a flow system of two
+disjoint free edges, residual 8e-17 -> 3e-3 -> ... -> overflow). In exact arithmetic the energy norm
+of the error decreases, so ``||r_k|| <= sqrt(kappa(A)) ||r_j||`` for ``j < k`` (``kappa`` on the range
+of ``A``, whatever the preconditioner): a column whose residual grows by more than
+``DIVERGENCE_GROWTH = 1e8`` over its best has met a system no float64 iteration resolves
+(``kappa > 1e16``); that step is undone and the column stops.
+
 References
 ----------
 .. [1] M. R. Hestenes, E. Stiefel, "Methods of conjugate gradients for solving linear systems",
@@ -30,6 +38,9 @@ from collections.abc import Callable
 import numpy as np
 
 __all__ = ["conjugate_gradient"]
+
+#: A residual this many times its best so far ends a column (see the module notes).
+DIVERGENCE_GROWTH = 1e8
 
 
 def conjugate_gradient(apply: Callable[[np.ndarray], np.ndarray], rhs: np.ndarray, *, atol, max_iter: int,
@@ -71,9 +82,11 @@ def conjugate_gradient(apply: Callable[[np.ndarray], np.ndarray], rhs: np.ndarra
     rz = dot(R, Z)
     rr = rz if precond is None else dot(R, R)
     atol2 = np.square(atol)
+    rr_best = rr
+    stopped = np.zeros(np.shape(rr), dtype=bool)
     iterations = 0
     while iterations < max_iter:
-        active = rr > atol2
+        active = (rr > atol2) & ~stopped
         if not active.any() or (deadline is not None and time.perf_counter() > deadline):
             break
         AP = apply(P)
@@ -82,15 +95,25 @@ def conjugate_gradient(apply: Callable[[np.ndarray], np.ndarray], rhs: np.ndarra
         if not ok.any():
             break
         alpha = np.where(ok, rz / np.where(ok, pAp, 1.0), 0.0)
-        X += alpha * P
         R -= alpha * AP
+        rr_new = dot(R, R)
+        diverged = ok & ~(rr_new <= DIVERGENCE_GROWTH**2 * rr_best)  # NaN counts as diverged
+        if diverged.any():  # undo that step and stop the column: X stays where its residual was
+            R += np.where(diverged, alpha, 0.0) * AP
+            alpha = np.where(diverged, 0.0, alpha)
+            ok &= ~diverged
+            stopped |= diverged
+            if not ok.any():
+                break
+        X += alpha * P
         Z = R if precond is None else precond(R)
-        rz_new = dot(R, Z)
+        rz_new = rr_new if precond is None else dot(R, Z)
         beta = np.where(ok, rz_new / np.where(rz > 0, rz, 1.0), 0.0)
         P *= beta
         P += Z
         rz = np.where(ok, rz_new, rz)
-        rr = rz if precond is None else np.where(ok, dot(R, R), rr)
+        rr = np.where(ok, rr_new, rr)
+        rr_best = np.minimum(rr_best, rr)
         iterations += 1
     residual = np.sqrt(rr)
     return X, iterations, (residual if columnwise else float(residual))
