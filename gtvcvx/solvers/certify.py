@@ -167,9 +167,12 @@ def flow_from_primal(problem: GTVProblem, W, *, threshold: float = 0.0, max_iter
     fixed_part = U.copy()
     R = -(G + Dt @ U)
     R = _component_mean_free(R, D, free, problem.n)
-    U = U + _min_norm_flow(D, Dt, free.astype(float), R, max_iter)
+    correction = _min_norm_flow(D, Dt, free.astype(float), R, max_iter)
+    solved = np.isfinite(correction).all()  # else (overflow) the polish starts from the fixed part
+    if solved:
+        U = U + correction
     clipped = _project(U.copy(), free, caps, penalty)
-    if np.array_equal(clipped, U):
+    if solved and np.array_equal(clipped, U):
         return U  # the minimum-norm flow fits the capacities: the least-squares problem is solved
     return _polish(clipped, free, fixed_part, G, D, Dt, caps, penalty, _lipschitz(problem), max_iter)
 
