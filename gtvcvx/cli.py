@@ -7,6 +7,7 @@ no traceback unless ``--debug``).
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib
 import os
 import pkgutil
@@ -15,7 +16,10 @@ import sys
 from . import commands
 from ._text import printable
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "run"]
+
+#: Exit code after Ctrl-C (128 + SIGINT), as shells report it.
+EXIT_INTERRUPTED = 130
 
 
 def _command_modules():
@@ -41,11 +45,38 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def run() -> None:
+    """The process entry point (the ``gtvcvx`` console script and ``python -m gtvcvx``).
+
+    :func:`main` with its exit code; after Ctrl-C the process ends through ``os._exit(130)`` once the
+    ``atexit`` handlers have run and the streams are flushed, skipping the interpreter's finalization:
+    that would wait for every non-daemon thread and force-unwind the daemon ones, and a thread inside
+    compiled code (CVXPY's C++ compiler, a backend) turned that into an abort ("FATAL: exception not
+    rethrown", exit -6) in about one run of four under load, even when no backend worker was alive
+    any more to be noticed by :func:`main`.
+    """
+    code = main()
+    if code == EXIT_INTERRUPTED:
+        atexit._run_exitfuncs()
+        _flush_streams()
+        os._exit(code)
+    sys.exit(code)
+
+
+def _flush_streams() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):  # closed or replaced stream: nothing to flush
+            pass
+
+
 def main(argv=None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    """Run the command line ``argv`` (default ``sys.argv[1:]``) in this process; returns the exit code."""
     try:
-        return int(args._run(args))
+        parser = build_parser()  # imports every command: Ctrl-C can arrive here too
+        args = parser.parse_args(argv)
+        return _dispatch(args)
     except KeyboardInterrupt:
         print("gtvcvx: interrupted", file=sys.stderr)
         backend = sys.modules.get("gtvcvx.reference.backend")  # (imported only if a reference solve ran)
@@ -53,10 +84,15 @@ def main(argv=None) -> int:
             # a backend's daemon thread is still in compiled code (CVXPY's C++ compiler, CLARABEL): the
             # interpreter's shutdown would wait for the GIL it holds, then force-unwind it, which glibc
             # turns into an abort ("FATAL: exception not rethrown", exit -6) when C++ catches everything
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(130)
-        return 130
+            _flush_streams()
+            os._exit(EXIT_INTERRUPTED)
+        return EXIT_INTERRUPTED
+
+
+def _dispatch(args) -> int:
+    """The chosen command; bad input and exhausted memory become exit code 2 and one line."""
+    try:
+        return int(args._run(args))
     except MemoryError as exc:
         if args.debug:
             raise
@@ -73,4 +109,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    run()

@@ -161,6 +161,35 @@ raise SystemExit(cli.main(["solve", "spec.toml"]))
         assert marker.exists() is not running
 
 
+def test_the_process_entry_point_leaves_after_ctrl_c_without_finalization(tmp_path):
+    """``gtvcvx.cli.run`` (the console script, ``python -m gtvcvx``): after Ctrl-C it runs the atexit
+    handlers and leaves through ``os._exit(130)``. Finalization would wait for a non-daemon thread (here
+    ten minutes) and force-unwind daemon ones: the CLARABEL Ctrl-C test aborted (exit -6, "FATAL:
+    exception not rethrown") in two of four full runs with no backend worker left for ``main`` to see."""
+    import subprocess
+    import sys
+
+    marker = tmp_path / "atexit-ran"
+    script = f"""
+import atexit, sys, threading, time
+import gtvcvx.cli as cli
+import gtvcvx.commands.solve as solve
+atexit.register(lambda: open({str(marker)!r}, "w").close())
+threading.Thread(target=time.sleep, args=(600,), daemon=False).start()
+def interrupted(args):
+    raise KeyboardInterrupt
+solve.run = interrupted
+sys.argv = ["gtvcvx", "solve", "spec.toml"]
+cli.run()
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr.strip() == "gtvcvx: interrupted"
+    assert marker.exists()
+    version = subprocess.run([sys.executable, "-m", "gtvcvx", "--version"], capture_output=True, text=True, timeout=120)
+    assert version.returncode == 0 and version.stdout.startswith("gtvcvx ")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["CLARABEL", "SCS"])
 def test_ctrl_c_during_a_reference_solve_exits_promptly_with_130(backend):
