@@ -408,6 +408,10 @@ def test_an_estimated_allowance_never_backs_optimal(monkeypatch):
     assert estimated.residuals["estimated_allowance"] > 0
     assert estimated.status == "inaccurate"
     assert "estimated allowance" in estimated.message and "candidate's scale" in estimated.message
+    # a method's own entry point, called directly, follows the same rule (it returned `optimal`)
+    from gtvcvx.solvers.interior import solve_interior
+    direct = solve_interior(problem, tol=1e-6)
+    assert direct.residuals["estimated_allowance"] > 0 and direct.status == "inaccurate"
 
 
 def test_separable_logistic_residual_gets_no_finite_bound():

@@ -26,7 +26,7 @@ from ..problem import GTVProblem
 from ..results import GTVResult, Status
 from ._chain_kernels import compiled
 from .certificate import (NEGLIGIBLE_CAPACITY, Certificate, FeasibleFlow, FlowProjector, certificate_from_terms,
-                          certify_pair)
+                          certified_statuses, certify_pair)
 
 __all__ = ["ChainPlan", "chain_plan", "solve_chain", "chain_refusal", "separable_refusal", "exact_result",
            "checked_plan", "centered_points", "DirectTerms", "direct_certificate", "terms_in_graph_order"]
@@ -204,6 +204,7 @@ def direct_certificate(problem: GTVProblem, terms: DirectTerms) -> Certificate |
     return cert if np.isfinite(cert.gap) else None
 
 
+@certified_statuses
 def solve_chain(problem: GTVProblem, tol: float = 1e-6, *, plan: ChainPlan | None = None) -> GTVResult:
     r"""Solve GTV minimization exactly on a chain (or a forest of chains).
 

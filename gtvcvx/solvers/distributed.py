@@ -32,7 +32,7 @@ from ..results import GTVResult, Status, out_of_reach_message, relative_gap, tol
 from ._dask_part import Part, PartData
 from ._partition import part_layouts, partition_graph
 from .certificate import (_ROUNDING_FACTOR, ESTIMATED_ALLOWANCE_MESSAGE, UNBOUNDED_TARGET_RTOL, Certificate,
-                          ResidualAllowance, merge_allowance_partials, no_bound_message)
+                          ResidualAllowance, certified_statuses, merge_allowance_partials, no_bound_message)
 from ._pdhg_common import (CHECK_SPACING, NONFINITE_CHECKS, IterationInfo, initial_primal_weight, residual_trigger,
                            step_norm_estimate, uniqueness_note, warm_start_parts)
 
@@ -186,6 +186,7 @@ class _Cluster:
         return live
 
 
+@certified_statuses
 def solve_distributed(problem, tol: float = 1e-6, max_iter: int = 100_000, time_limit: float | None = None,
                       warm_start=None, callback=None, *, client=None, n_parts: int | None = None,
                       partition=None, checkpoint_dir=None, checkpoint_every: int = 200, method: str = "halpern",

@@ -10,7 +10,6 @@ and the scatter-add; :mod:`gtvcvx.solvers._edge_kernels`, numba) on problems wit
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import numbers
 import time
@@ -32,7 +31,7 @@ from ._pdhg_common import IterationInfo, initial_primal_weight, uniqueness_note,
 from ._pdhg_common import step_norm_estimate as _step_norm_estimate
 from ._reorder import edge_block_order, locality_order
 from ._scaling import solve_scaled
-from .certificate import Certificate, FlowProjector, certify_iterate, certify_pair, rigorous_status, stationarity
+from .certificate import Certificate, FlowProjector, certified_statuses, certify_iterate, certify_pair, stationarity
 from .chain import chain_plan, solve_chain
 from .tree import solve_tree, tree_plan
 from .distributed import solve_distributed
@@ -108,16 +107,7 @@ def _is_real(x) -> bool:
     return isinstance(x, numbers.Real) and not isinstance(x, bool)
 
 
-def _certified_statuses(solver):
-    """``solver``'s result through :func:`~gtvcvx.solvers.certificate.rigorous_status`: no
-    ``optimal`` on a gap that includes an estimated allowance, whichever method ran."""
-    @functools.wraps(solver)
-    def solve_certified(*args, **kwargs):
-        return rigorous_status(solver(*args, **kwargs))
-    return solve_certified
-
-
-@_certified_statuses
+@certified_statuses
 def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_limit: float | None = None,
           warm_start=None, callback=None, *, method: str = "auto", eta: float = 0.99,
           reflection: float = 1.0, primal_weight: float | None = None, adaptive_weight: bool = True,

@@ -57,7 +57,7 @@ from ..capabilities import CapabilityError, provides
 from ..problem import GTVProblem
 from ..results import GTVResult, Status
 from ._pdhg_common import uniqueness_note
-from .certificate import bounds_optimum, certify_pair, constrained_nodes, stationarity
+from .certificate import bounds_optimum, certified_statuses, certify_pair, constrained_nodes, stationarity
 from .quadratic import penalty_form
 from .schur_ipm import MAX_STEPS as SCHUR_MAX_STEPS
 from .schur_ipm import SCHUR_MIN_EDGES, schur_refusal, solve_schur
@@ -519,6 +519,7 @@ def _accuracies(problem: GTVProblem, tol: float) -> tuple[float, ...]:
 _LIMITS = {"MaxIterations": Status.MAX_ITER, "MaxTime": Status.TIME_LIMIT}
 
 
+@certified_statuses
 def solve_interior(problem: GTVProblem, tol: float = 1e-6, *, max_iter: int = 200, time_limit: float | None = None,
                    verbose: bool = False) -> GTVResult:
     r"""Solve a small GTV problem by one interior-point call (Clarabel), certified by gtvcvx.

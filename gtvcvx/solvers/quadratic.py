@@ -29,7 +29,7 @@ from ..capabilities import CapabilityError, provides
 from ..problem import GTVProblem
 from ..results import GTVResult, Status
 from ._cg import conjugate_gradient
-from .certificate import certify_pair
+from .certificate import certified_statuses, certify_pair
 
 __all__ = ["node_quadratics", "penalty_form", "quadratic_refusal", "solve_quadratic", "MAX_BLOCK_ENTRIES"]
 
@@ -77,6 +77,7 @@ def quadratic_refusal(problem: GTVProblem) -> str:
     return ""
 
 
+@certified_statuses
 def solve_quadratic(problem: GTVProblem, tol: float = 1e-6, *, max_iter: int = 10_000,
                     time_limit: float | None = None, W0=None) -> GTVResult:
     r"""Solve a quadratic GTV problem by block-preconditioned conjugate gradients, certified.

@@ -66,7 +66,7 @@ from ..results import GTVResult, Status
 from ._pdhg_common import uniqueness_note
 from ._edge_kernels import differences, divergence
 from ._sparse_factor import SymmetricFactor, block_indices, pardiso_available
-from .certificate import certify_pair, stationarity
+from .certificate import certified_statuses, certify_pair, stationarity
 from .quadratic import MAX_BLOCK_ENTRIES, node_quadratics
 
 __all__ = ["schur_refusal", "solve_schur", "SCHUR_MIN_EDGES"]
@@ -295,6 +295,7 @@ class _NodeSystem:
         return self.factor.solve(rhs.ravel()).reshape(self.n, self.d)
 
 
+@certified_statuses
 def solve_schur(problem: GTVProblem, tol: float = 1e-6, *, max_iter: int = MAX_STEPS,
                 time_limit: float | None = None) -> GTVResult:
     r"""Solve a GTV problem with a quadratic loss and a norm2 / norm1 penalty by the interior-point

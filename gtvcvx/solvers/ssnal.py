@@ -25,7 +25,7 @@ from ..capabilities import CapabilityError, require
 from ..problem import GTVProblem
 from ..results import GTVResult, Status
 from ._cg import conjugate_gradient
-from .certificate import Certificate, FlowProjector, certify_pair
+from .certificate import Certificate, FlowProjector, certified_statuses, certify_pair
 from ._pdhg_common import warm_start_parts
 from ._scaling import solve_scaled
 
@@ -359,6 +359,7 @@ def _auto_linear_solver(n: int, d: int) -> str:
 
 
 # ------------------------------------------------------------------------------------ the solver
+@certified_statuses
 def solve_ssnal(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 200, time_limit: float | None = None,
                 warm_start=None, callback=None, *, sigma: float | None = None, sigma_growth: float = 5.0,
                 sigma_max: float = 1e8, max_newton: int = 50, linear_solver: str = "auto",

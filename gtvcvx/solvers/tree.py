@@ -21,6 +21,7 @@ import numpy as np
 
 from ..problem import GTVProblem
 from ..results import GTVResult
+from .certificate import certified_statuses
 from ._tree_kernels import compiled
 from .chain import (DirectTerms, centered_points, checked_plan, direct_certificate, exact_result, separable_refusal,
                     terms_in_graph_order)
@@ -121,6 +122,7 @@ def _node_terms(problem: GTVProblem, W, plan: TreePlan, lam: np.ndarray) -> Dire
                        plan, lam[order], plan.parent_position)
 
 
+@certified_statuses
 def solve_tree(problem: GTVProblem, tol: float = 1e-6, *, plan: TreePlan | None = None) -> GTVResult:
     r"""Solve GTV minimization exactly on a tree (or a forest).
 
