@@ -55,6 +55,28 @@ def test_unreachable_tol_stops_where_the_single_process_run_does(client, monkeyp
     assert "float64 cannot certify tol = 1e-16" in dist.message
 
 
+def test_labels_far_below_1_are_solved_in_scaled_units_as_in_one_process(client, monkeypatch):
+    """Labels at 1e-3 (P(0) ~ 1e-4): the relative gap then acts as an absolute one, and the Dask backend
+    (without the single process's label scaling) stopped `optimal` at iteration 50 with gap / P = 1.9e-3
+    here (tol = 1e-8). It now solves the same power-of-two-scaled problem as one process: same iterates
+    (231), gap / P = 3.8e-8, the result in the caller's units."""
+    _polish_off(monkeypatch)
+    problem = _regression(lam=0.05)
+    small = gtvcvx.GTVProblem(problem.graph, gtvcvx.SquaredError(problem.loss.X, [1e-3 * y for y in problem.loss.y]),
+                              problem.penalty, 0.05e-3)
+    local = gtvcvx.solve(small, tol=1e-8, method="halpern")
+    seen = []
+    dist = gtvcvx.solve(small, tol=1e-8, backend="dask", client=client, n_parts=2,
+                        callback=lambda info: seen.append((info.W, info.certificate.primal)))
+    assert local.status == dist.status == "optimal"
+    assert dist.info["label_scale"] == local.info["label_scale"] >= 2.0**6
+    assert dist.iterations == local.iterations
+    np.testing.assert_allclose(dist.W, local.W, rtol=0, atol=1e-13)
+    assert dist.gap <= 1e-6 * dist.primal  # relative to the objective, not to 1
+    assert abs(dist.primal - small.objective(dist.W)) <= 1e-12 * dist.primal
+    assert seen and all(W is None and abs(primal - dist.primal) <= 0.5 * dist.primal for W, primal in seen[-1:])
+
+
 @pytest.mark.parametrize("penalty", [gtvcvx.Norm2(), gtvcvx.Norm1(), gtvcvx.SquaredNorm2()])
 def test_follows_the_single_process_iterates(client, monkeypatch, penalty):
     _polish_off(monkeypatch)

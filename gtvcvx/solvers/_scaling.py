@@ -8,7 +8,8 @@ with ``W`` 47 % away from the solution and ``gap / P = 1.1``. A loss of quadrati
 
 .. math:: P'(c W) = c^2 P(W), \qquad D'(c U) = c^2 D(U),
 
-so :func:`gtvcvx.solve` and :func:`~gtvcvx.solvers.ssnal.solve_ssnal` solve the problem with
+so :func:`gtvcvx.solve` (``backend="dask"`` too, for a problem whose data the client holds) and
+:func:`~gtvcvx.solvers.ssnal.solve_ssnal` solve the problem with
 ``c = 2^k`` chosen to bring ``P(0)`` into ``[1, 4)`` (the problem as it would be at the scale 1)
 and map everything back: powers of two scale without rounding (away from overflow and the
 subnormals), so the caller's certified bounds are the solved ones divided by ``c^2`` exactly,
@@ -72,6 +73,11 @@ def solve_scaled(problem: GTVProblem, time_limit, warm_start, callback, run) -> 
     return scaled.result_out(result)
 
 
+def _over(terms, area):
+    """Per-node or per-edge terms over ``area`` (``None``: the Dask backend keeps them on its workers)."""
+    return None if terms is None else terms / area
+
+
 class ScaledSolve:
     """The problem in scaled units, and the maps of warm starts, callbacks and results.
 
@@ -105,8 +111,8 @@ class ScaledSolve:
             if key in residuals:
                 residuals[key] = residuals[key] / area
         return dataclasses.replace(certificate, primal=primal, dual=dual, gap=certificate.gap / area,
-                                   rel_gap=relative_gap(primal, dual), node_gaps=certificate.node_gaps / area,
-                                   edge_gaps=certificate.edge_gaps / area,
+                                   rel_gap=relative_gap(primal, dual), node_gaps=_over(certificate.node_gaps, area),
+                                   edge_gaps=_over(certificate.edge_gaps, area),
                                    U=None if certificate.U is None else certificate.U / self.factor,
                                    residuals=residuals)
 
@@ -117,8 +123,12 @@ class ScaledSolve:
 
         def scaled_callback(info: IterationInfo):
             certificate = self.certificate_out(info.certificate)
-            U = certificate.U if info.U is info.certificate.U else info.U / self.factor
-            return callback(dataclasses.replace(info, W=info.W / self.factor, U=U, certificate=certificate))
+            if info.U is None or info.U is info.certificate.U:
+                U = certificate.U if info.U is not None else None
+            else:
+                U = info.U / self.factor
+            W = None if info.W is None else info.W / self.factor  # (None: iterates kept on Dask workers)
+            return callback(dataclasses.replace(info, W=W, U=U, certificate=certificate))
 
         scaled_callback.copies_arrays = True
         if hasattr(callback, "wants"):

@@ -33,6 +33,7 @@ from ._dask_part import Part, PartData
 from ._partition import part_layouts, partition_graph
 from .certificate import (_ROUNDING_FACTOR, ESTIMATED_ALLOWANCE_MESSAGE, UNBOUNDED_TARGET_RTOL, Certificate,
                           ResidualAllowance, certified_statuses, merge_allowance_partials, no_bound_message)
+from ._scaling import solve_scaled
 from ._pdhg_common import (CHECK_SPACING, NONFINITE_CHECKS, IterationInfo, initial_primal_weight, residual_trigger,
                            step_norm_estimate, uniqueness_note, warm_start_parts)
 
@@ -259,6 +260,9 @@ def solve_distributed(problem, tol: float = 1e-6, max_iter: int = 100_000, time_
 
     Without the active-set polish of the single-process solver (a global reduced solve), so
     problems with ``m_i < d`` may need more iterations to certify than ``backend="local"``.
+    A :class:`~gtvcvx.GTVProblem` whose objective is far below 1 is solved with its labels scaled
+    by a power of two, as in one process (:mod:`gtvcvx.solvers._scaling`, ``info["label_scale"]``);
+    a :class:`SiteProblem` is solved as given (the client does not see its labels).
 
     References
     ----------
@@ -305,12 +309,19 @@ def solve_distributed(problem, tol: float = 1e-6, max_iter: int = 100_000, time_
             checkpoint_dir = scratch = tempfile.mkdtemp(prefix="gtvcvx-checkpoints-")
     elif not isinstance(client, Client):
         raise TypeError(f"client must be a dask.distributed.Client, got {type(client).__name__}")
+    def run(solved, _left, warm, solved_callback):  # (the time limit counts from t_start: the caller's applies)
+        return _solve(solved, graph, client, tol, int(max_iter), time_limit, warm, solved_callback, n_parts,
+                      partition, checkpoint_dir, int(checkpoint_every), method, float(eta), float(reflection),
+                      primal_weight, adaptive_weight, check_every, int(restart_check), blas_threads, verbose,
+                      seed, t_start, exchange == "direct")
+
     try:
         with client.as_current():  # actor handles talk through this client, even if another one is the default
-            return _solve(problem, graph, client, tol, int(max_iter), time_limit, warm_start, callback, n_parts,
-                          partition, checkpoint_dir, int(checkpoint_every), method, float(eta), float(reflection),
-                          primal_weight, adaptive_weight, check_every, int(restart_check), blas_threads, verbose,
-                          seed, t_start, exchange == "direct")
+            if isinstance(problem, GTVProblem):  # an objective far below 1: solved where tol is relative
+                scaled = solve_scaled(problem, time_limit, warm_start, callback, run)
+                if scaled is not None:
+                    return scaled
+            return run(problem, time_limit, warm_start, callback)
     finally:
         if owned_cluster is not None:
             client.close()
