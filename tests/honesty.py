@@ -37,9 +37,18 @@ def _loss_values(loss, W) -> list[Decimal]:
             pred = sum((_dec(X[k, j]) * _dec(W[i, j]) for j in range(loss.d)), Decimal(0))
             if isinstance(loss, g.SquaredError):
                 total += (_dec(y[k]) - pred) ** 2
-            else:  # logistic: log(1 + exp(-y x^T w)), stable in decimal
+            elif isinstance(loss, g.AbsoluteError):
+                total += abs(_dec(y[k]) - pred)
+            elif isinstance(loss, g.Huber):
+                u, delta = abs(pred - _dec(y[k])), _dec(content["delta"])
+                total += u * u / 2 if u <= delta else delta * u - delta * delta / 2
+            elif isinstance(loss, g.Hinge):
+                total += max(Decimal(0), 1 - _dec(y[k]) * pred)
+            elif isinstance(loss, g.Logistic):  # log(1 + exp(-y x^T w)), stable in decimal
                 mu = -_dec(y[k]) * pred
                 total += (mu + (1 + (-mu).exp()).ln()) if mu > 0 else (1 + mu.exp()).ln()
+            else:
+                raise TypeError(f"no exact evaluator for {type(loss).__name__}")
         if m:
             out[i] = total / m
         start += m

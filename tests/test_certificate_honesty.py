@@ -245,12 +245,14 @@ def test_reported_primal_is_the_exact_objective_for_every_loss():
 @st.composite
 def hostile_problems(draw):
     """Badly scaled GTV problems: feature scales 1e-8..1e15, label offsets up to 1e8, edge
-    weights 1e-12..1e12, nodes without data in long paths, m_i < d, tiny and huge lam."""
+    weights 1e-12..1e12, nodes without data in long paths, m_i < d, tiny and huge lam; squared,
+    absolute, Huber (delta 1e-4..1e4 times the offset), logistic and hinge losses."""
     seed = draw(st.integers(0, 2 ** 31 - 1))
     rng = np.random.default_rng(seed)
     n = draw(st.integers(3, 7))
     d = draw(st.integers(1, 3))
-    loss_kind = draw(st.sampled_from(["squared_error", "squared_error", "logistic", "squared_distance"]))
+    loss_kind = draw(st.sampled_from(["squared_error", "squared_error", "logistic", "squared_distance", "hinge",
+                                      "absolute_error", "huber"]))
     col_exp = [draw(st.integers(-8, 15)) for _ in range(d)]
     scales = 10.0 ** np.array(col_exp, dtype=float)
     offset = draw(st.sampled_from([0.0, 1.0, 1e4, 1e8]))
@@ -260,7 +262,7 @@ def hostile_problems(draw):
     for i in range(n):
         m = draw(st.integers(1, d + 2)) if has_data[i] else 0
         Xi = rng.normal(size=(m, d)) * scales
-        if loss_kind == "logistic":
+        if loss_kind in ("logistic", "hinge"):
             yi = np.where(rng.random(m) < 0.5, -1.0, 1.0)
         else:
             yi = offset + Xi @ (rng.normal(size=d) / scales) + 0.1 * rng.normal(size=m)
@@ -278,6 +280,12 @@ def hostile_problems(draw):
         loss = g.SquaredError(X, y, d=d)
     elif loss_kind == "logistic":
         loss = g.Logistic(X, y, d=d)
+    elif loss_kind == "hinge":
+        loss = g.Hinge(X, y, d=d)
+    elif loss_kind == "absolute_error":
+        loss = g.AbsoluteError(X, y, d=d)
+    elif loss_kind == "huber":
+        loss = g.Huber(X, y, d=d, delta=float(10.0 ** draw(st.integers(-4, 4))) * (1.0 + offset))
     else:
         loss = g.SquaredDistance(offset + rng.normal(size=(n, d)) * scales)
     penalty = draw(st.sampled_from([g.Norm2(), g.Norm1(), g.SquaredNorm2()]))
