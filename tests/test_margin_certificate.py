@@ -102,6 +102,29 @@ def test_dual_point_reaches_rounding_level_where_the_kink_weights_are_extreme():
     assert np.linalg.norm(residual) <= 1e-13 * np.linalg.norm(V)
 
 
+@pytest.mark.parametrize("loss_cls", [g.AbsoluteError, g.Hinge])
+def test_a_node_whose_samples_all_sit_on_their_kinks_gets_finite_terms(loss_cls):
+    """Every sample of a node exactly on its kink (the fit of m_i < d samples, or of features at 1e5):
+    the projection's weights were 1 / max(distance, 1e-300), the Gram matrix overflowed and the node's
+    Fenchel-Young term came out NaN (seen as overflow warnings in the nightly honesty run). The
+    weights are now relative to the node's largest distance."""
+    X = [np.array([[1e5, 3e4]]), np.array([[2e5, -1e5], [1e5, 1e5]])]
+    if loss_cls is g.Hinge:
+        y = [np.array([1.0]), np.array([1.0, -1.0])]
+        W = np.stack([np.array([1e-5, 0.0]), np.linalg.solve(X[1], y[1])])  # every margin exactly 1
+        a = np.array([-0.3, -0.5, 0.4])  # sample duals inside the hinge's box
+    else:
+        y = [np.array([0.0]), np.array([0.0, 0.0])]
+        W = np.zeros((2, 2))  # every residual exactly 0
+        a = np.array([0.3, -0.5, 0.4])
+    loss = loss_cls(X, y, d=2)
+    V = loss._represented(a)  # a subgradient at W: the exact terms are 0
+    with np.errstate(over="raise", invalid="raise"):
+        terms, residual = loss.certify_nodes(W, V)
+    assert np.all(np.abs(terms) <= 1e-12)
+    assert np.linalg.norm(residual) <= 1e-14 * np.linalg.norm(V)
+
+
 @pytest.mark.slow  # ~30 s: 3,156 iterations of the core, each a 200-step FISTA prox of the hinge
 def test_the_last_anchored_round_leaves_the_faces_where_the_restricted_system_is_unsolvable(monkeypatch,
                                                                                              iterate_gap):

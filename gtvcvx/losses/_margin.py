@@ -184,8 +184,11 @@ class MarginLoss(_DesignLoss):
         lo, hi = self._padded_box()
         target = self._coords(self.project_conjugate_domain(V)) * self.counts[:, None]  # X_r^T a = m c
         dist = self._padded_samples(self._kink_distance(u, self.y_all))
-        floor = np.maximum(1e-9 * dist.max(axis=1, initial=0.0), 1e-300)[:, None]
-        inv_w = np.where(mask, 1.0 / np.maximum(dist, floor), 0.0)
+        # weights relative to the node's largest distance, in [1, 1e9] (the projection does not depend on
+        # their scale; absolute ones overflowed the Gram matrix where every sample sat on its kink)
+        top = dist.max(axis=1, initial=0.0)[:, None]
+        top = np.where(top > 0, top, 1.0)
+        inv_w = np.where(mask, top / np.maximum(dist, 1e-9 * top), 0.0)
         Xt = np.swapaxes(Xp, 1, 2)
         gram = np.matmul(Xt * inv_w[:, None, :], Xp)  # X_r^T D^{-1} X_r, (n, r, r)
         gram_pinv = np.linalg.pinv(gram, 1e-13, hermitian=True)
