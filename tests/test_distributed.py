@@ -187,6 +187,38 @@ def test_site_data_never_reaches_the_client(client, tmp_path, monkeypatch):
     assert os.getpid() not in pids
 
 
+def test_sites_with_labels_far_below_1_are_scaled_on_their_workers(client, tmp_path, monkeypatch):
+    """The sites report P(0) of their nodes (a number); the client picks the power of two and each
+    site loads its data again with the labels scaled: the one-process iterates, the result in the
+    caller's units, and still no site file opened by the client."""
+    _polish_off(monkeypatch)
+    problem = _regression(lam=0.05)
+    small = gtvcvx.GTVProblem(problem.graph, gtvcvx.SquaredError(problem.loss.X, [1e-3 * y for y in problem.loss.y]),
+                              problem.penalty, 0.05e-3)
+    labels, _ = partition_graph(small.graph, 2)
+    parts = []
+    for p in range(2):
+        nodes = np.flatnonzero(labels == p)
+        loss = small.loss.subset(nodes)
+        path = tmp_path / f"site{p}.npz"
+        np.savez(path, X=loss.X_all, y=loss.y_all, node=np.repeat(nodes, loss.counts))
+        parts.append(PartData(nodes=nodes, path=str(path), loss="squared_error"))
+    sites = SiteProblem(small.graph, small.penalty, small.lam, parts)
+    opened = []
+    real_load = np.load
+    monkeypatch.setattr(np, "load", lambda path, *a, **k: opened.append(str(path)) or real_load(path, *a, **k))
+    seen = []
+    dist = gtvcvx.solve(sites, tol=1e-8, backend="dask", client=client, callback=lambda info: seen.append(info))
+    assert not any("site" in path for path in opened)
+    local = gtvcvx.solve(small, tol=1e-8, method="halpern")
+    assert local.status == dist.status == "optimal"
+    assert dist.info["label_scale"] == local.info["label_scale"] >= 2.0**6
+    assert dist.iterations == local.iterations
+    np.testing.assert_allclose(dist.W, local.W, rtol=0, atol=1e-13)
+    assert dist.gap <= 1e-6 * dist.primal and abs(dist.primal - small.objective(dist.W)) <= 1e-12 * dist.primal
+    assert seen and abs(seen[-1].certificate.primal - dist.primal) <= 0.5 * dist.primal  # caller's units
+
+
 @pytest.mark.slow  # ~12 s: a lost neighbour is declared after the 10 s push timeout
 def test_a_killed_worker_does_not_lose_the_solve(tmp_path, monkeypatch):
     _polish_off(monkeypatch)

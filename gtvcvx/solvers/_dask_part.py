@@ -20,6 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._threads import blas_threads
+from ..capabilities import provides
 from ..losses import Loss, build_loss
 from ..losses._core import get_loss
 from ._edge_kernels import MOVE_HALPERN, MOVE_NONE, MOVE_RESTART, EdgeSweep
@@ -47,15 +48,23 @@ class PartData:
         Name of the loss (a key of :data:`gtvcvx.losses.LOSSES`).
     params : dict
         Its parameters (e.g. Huber's ``delta``).
+    label_factor : float
+        Labels times this power of two (:meth:`gtvcvx.losses.Loss.scaled`): set by the distributed
+        solve for an objective far below 1 (:mod:`gtvcvx.solvers._scaling`); leave it at 1.
     """
 
     nodes: np.ndarray
     path: str
     loss: str = "squared_error"
     params: dict = field(default_factory=dict)
+    label_factor: float = 1.0
 
     def load(self, own_nodes: np.ndarray) -> Loss:
         """The loss of ``own_nodes`` (sorted) built from the file (runs on the worker)."""
+        loss = self._load(own_nodes)
+        return loss if self.label_factor == 1.0 else loss.scaled(self.label_factor)
+
+    def _load(self, own_nodes: np.ndarray) -> Loss:
         cls = get_loss(self.loss)
         try:
             with np.load(self.path, allow_pickle=False) as archive:
@@ -154,8 +163,12 @@ class Part:
         return {"pid": os.getpid(), "d": self.d, "n_own": int(self.layout.own_nodes.size),
                 "n_edges": int(self.layout.edge_ids.size), "constrained": constrained,
                 "max_terms": int(self.loss.max_terms), "has_data": has_data,
-                "bounded": bounds_optimum(self.loss),
-                "busy": self.busy, "sent_bytes": self.sent_bytes}
+                "bounded": bounds_optimum(self.loss), "scalable": provides(self.loss, "scaled"),
+                "value_at_zero": self._value_at_zero(), "busy": self.busy, "sent_bytes": self.sent_bytes}
+
+    def _value_at_zero(self) -> float:
+        with np.errstate(all="ignore"):
+            return float(self.loss.value(np.zeros((self.loss.n, self.d))))
 
     def start(self, W, U, omega: float, knorm: float, eta: float) -> None:
         """Initial point: ``W`` (n_own, d) and ``U`` (n_edges_local, d), flows clipped into capacities."""

@@ -28,7 +28,7 @@ from ..problem import GTVProblem
 from ..results import GTVResult, relative_gap
 from ._pdhg_common import IterationInfo, warm_start_parts
 
-__all__ = ["label_scale", "ScaledSolve", "solve_scaled"]
+__all__ = ["label_scale", "scale_for", "LabelScale", "ScaledSolve", "solve_scaled"]
 
 #: ``P(0)`` below this is solved in scaled units (``c^2 P(0)`` in ``[1, 4)``).
 SCALE_BELOW = 1.0
@@ -48,6 +48,12 @@ def label_scale(problem: GTVProblem) -> float:
         return 1.0
     with np.errstate(all="ignore"):
         at_zero = float(problem.loss.value(np.zeros((problem.n, problem.d))))
+    return scale_for(at_zero)
+
+
+def scale_for(at_zero: float) -> float:
+    """The power of two ``c >= 1`` with ``c^2 P(0)`` in ``[1, 4)`` for ``0 < P(0) = at_zero < 1``; else 1.
+    (The Dask backend sums ``at_zero`` over the sites, which keep their labels.)"""
     if not 0.0 < at_zero < SCALE_BELOW:
         return 1.0
     exponent = int(np.ceil(-0.5 * np.log2(at_zero)))  # c^2 P(0) = 2^(2k) P(0) >= 1
@@ -78,29 +84,18 @@ def _over(terms, area):
     return None if terms is None else terms / area
 
 
-class ScaledSolve:
-    """The problem in scaled units, and the maps of warm starts, callbacks and results.
+class LabelScale:
+    """The maps of callbacks, certificates and results from units with labels times ``factor``
+    back to the caller's.
 
     Parameters
     ----------
-    problem : GTVProblem
-        The caller's problem.
     factor : float
-        ``c`` from :func:`label_scale` (a power of two > 1).
+        ``c`` from :func:`label_scale` / :func:`scale_for` (a power of two > 1).
     """
 
-    def __init__(self, problem: GTVProblem, factor: float):
-        self.original = problem
+    def __init__(self, factor: float):
         self.factor = float(factor)
-        self.problem = GTVProblem(problem.graph, problem.loss.scaled(self.factor), problem.penalty,
-                                  problem.lam * self.factor)
-
-    def warm_start_in(self, warm_start):
-        """The caller's warm start (validated on the caller's problem) in scaled units."""
-        if warm_start is None:
-            return None
-        W, U = warm_start_parts(self.original, warm_start)
-        return {"W": None if W is None else W * self.factor, "U": None if U is None else U * self.factor}
 
     def certificate_out(self, certificate):
         """A certificate of the scaled problem as one of the caller's (values over ``c^2``)."""
@@ -171,3 +166,28 @@ class ScaledSolve:
         if "gap" in result.message:  # (a message's gaps are the run's: say in which units)
             result.message += f" [gaps in this message: labels x 2^{int(np.log2(c))}, see info['label_scale']]"
         return result
+
+
+class ScaledSolve(LabelScale):
+    """The problem in scaled units, and the maps of warm starts, callbacks and results.
+
+    Parameters
+    ----------
+    problem : GTVProblem
+        The caller's problem.
+    factor : float
+        ``c`` from :func:`label_scale` (a power of two > 1).
+    """
+
+    def __init__(self, problem: GTVProblem, factor: float):
+        super().__init__(factor)
+        self.original = problem
+        self.problem = GTVProblem(problem.graph, problem.loss.scaled(self.factor), problem.penalty,
+                                  problem.lam * self.factor)
+
+    def warm_start_in(self, warm_start):
+        """The caller's warm start (validated on the caller's problem) in scaled units."""
+        if warm_start is None:
+            return None
+        W, U = warm_start_parts(self.original, warm_start)
+        return {"W": None if W is None else W * self.factor, "U": None if U is None else U * self.factor}

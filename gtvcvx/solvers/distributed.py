@@ -17,13 +17,14 @@ import shutil
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from .._restart import restart_due, updated_primal_weight
 from .._validation import check_positive_int, check_positive_number, check_time_limit
+from ..capabilities import provides
 from ..graph import Graph
 from ..losses import DOMAIN_RTOL
 from ..penalties import Penalty
@@ -33,7 +34,7 @@ from ._dask_part import Part, PartData
 from ._partition import part_layouts, partition_graph
 from .certificate import (_ROUNDING_FACTOR, ESTIMATED_ALLOWANCE_MESSAGE, UNBOUNDED_TARGET_RTOL, Certificate,
                           ResidualAllowance, certified_statuses, merge_allowance_partials, no_bound_message)
-from ._scaling import solve_scaled
+from ._scaling import LabelScale, scale_for, solve_scaled
 from ._pdhg_common import (CHECK_SPACING, NONFINITE_CHECKS, IterationInfo, initial_primal_weight, residual_trigger,
                            step_norm_estimate, uniqueness_note, warm_start_parts)
 
@@ -84,6 +85,11 @@ class SiteProblem:
         if (labels < 0).any():
             raise ValueError(f"node {int(np.flatnonzero(labels < 0)[0])} belongs to no part")
         self.labels = labels
+
+    def labels_scaled(self, factor: float) -> SiteProblem:
+        """The problem with every site's labels times ``factor`` and ``lam`` times ``factor``."""
+        parts = [replace(part, label_factor=part.label_factor * factor) for part in self.parts]
+        return SiteProblem(self.graph, self.penalty, self.lam * factor, parts)
 
     @property
     def n(self) -> int:
@@ -260,9 +266,11 @@ def solve_distributed(problem, tol: float = 1e-6, max_iter: int = 100_000, time_
 
     Without the active-set polish of the single-process solver (a global reduced solve), so
     problems with ``m_i < d`` may need more iterations to certify than ``backend="local"``.
-    A :class:`~gtvcvx.GTVProblem` whose objective is far below 1 is solved with its labels scaled
-    by a power of two, as in one process (:mod:`gtvcvx.solvers._scaling`, ``info["label_scale"]``);
-    a :class:`SiteProblem` is solved as given (the client does not see its labels).
+    A problem whose objective is far below 1 is solved with its labels scaled by a power of two,
+    as in one process (:mod:`gtvcvx.solvers._scaling`, ``info["label_scale"]``): a
+    :class:`~gtvcvx.GTVProblem` on the client; a :class:`SiteProblem` from the sum of the sites'
+    ``P(0)`` (a number each part reports), each site then loading its data again with its labels
+    scaled (the labels never leave the workers).
 
     References
     ----------
@@ -368,15 +376,38 @@ def _layout(problem, graph, client, n_parts, partition, seed):
     return labels, how, lambda p: problem.loss.subset(np.flatnonzero(labels == p))
 
 
-def _solve(problem, graph, client, tol, max_iter, time_limit, warm_start, callback, n_parts, partition,
-           checkpoint_dir, checkpoint_every, method, eta, reflection, primal_weight, adaptive_weight, check_every,
-           restart_check, threads, verbose, seed, t_start, direct) -> GTVResult:
+def _solve(problem, *args) -> GTVResult:
+    """:func:`_solve_placed`, its result in the caller's units where a SiteProblem's labels were scaled."""
+    scaling = {}
+    result = _solve_placed(problem, *args, scaling=scaling)
+    return scaling["map"].result_out(result) if "map" in scaling else result
+
+
+def _site_label_scale(problem: SiteProblem, infos) -> float:
+    """:func:`~gtvcvx.solvers._scaling.scale_for` of the sites' summed ``P(0)`` (1 where a site's loss
+    cannot be scaled or the penalty is not a norm)."""
+    if not (provides(problem.penalty, "norm") and all(info["scalable"] for info in infos)):
+        return 1.0
+    return scale_for(math.fsum(info["value_at_zero"] for info in infos))
+
+
+def _solve_placed(problem, graph, client, tol, max_iter, time_limit, warm_start, callback, n_parts, partition,
+                  checkpoint_dir, checkpoint_every, method, eta, reflection, primal_weight, adaptive_weight,
+                  check_every, restart_check, threads, verbose, seed, t_start, direct, *, scaling) -> GTVResult:
     labels, how, source = _layout(problem, graph, client, n_parts, partition, seed)
     layouts = part_layouts(graph, labels)
     n_parts = len(layouts)
     log = _Log(verbose, tol)
     cluster = _Cluster(client, layouts, source, problem.penalty, problem.lam, direct)
     infos = cluster.call("info")
+    factor = _site_label_scale(problem, infos) if isinstance(problem, SiteProblem) else 1.0
+    if factor != 1.0:  # an objective far below 1: the sites' labels times c, lam times c (see _scaling)
+        problem = problem.labels_scaled(factor)
+        cluster.source, cluster.lam = problem.parts.__getitem__, problem.lam
+        cluster.place(range(n_parts))  # each site loads its data again, scaled
+        infos = cluster.call("info")
+        scaling["map"] = LabelScale(factor)
+        callback = scaling["map"].callback_in(callback)
     d = infos[0]["d"]
     constrained = np.zeros(graph.n, dtype=bool)
     has_data = np.zeros(graph.n, dtype=bool)
