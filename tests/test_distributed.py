@@ -219,6 +219,23 @@ def test_sites_with_labels_far_below_1_are_scaled_on_their_workers(client, tmp_p
     assert seen and abs(seen[-1].certificate.primal - dist.primal) <= 0.5 * dist.primal  # caller's units
 
 
+def test_a_component_whose_parts_are_each_separable_is_bounded_from_all_its_samples(client, monkeypatch):
+    """Logistic samples with positive labels in one part and negative ones in the other: each part's
+    half-spaces bound nothing (its share is separable), the whole does. Each part's box was all
+    the Dask certificate had, so the residual allowance was infinite and the dual -inf at 139
+    check-points (certified at iteration 2,120, by a chance exact residual); the client holds a
+    GTVProblem's data anyway and now bounds the component from all of it, as one process does."""
+    _polish_off(monkeypatch)
+    X = [np.array([[1.0, 0.5]]), np.array([[1.0, -0.5]]), np.array([[1.0, 0.3]]), np.array([[1.0, -0.2]])]
+    y = [np.array([1.0]), np.array([1.0]), np.array([-1.0]), np.array([-1.0])]
+    problem = gtvcvx.GTVProblem(gtvcvx.graphs.chain(4), gtvcvx.Logistic(X, y), gtvcvx.Norm2(), lam=0.5)
+    local = gtvcvx.solve(problem, tol=1e-8, method="halpern")
+    dist = gtvcvx.solve(problem, tol=1e-8, backend="dask", client=client, partition=np.array([0, 0, 1, 1]))
+    assert local.status == dist.status == "optimal"
+    assert dist.iterations == local.iterations < 500
+    assert np.isfinite(dist.history["dual"]).all() and dist.residuals["estimated_allowance"] == 0.0
+
+
 @pytest.mark.slow  # ~12 s: a lost neighbour is declared after the 10 s push timeout
 def test_a_killed_worker_does_not_lose_the_solve(tmp_path, monkeypatch):
     _polish_off(monkeypatch)

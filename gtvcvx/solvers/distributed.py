@@ -33,7 +33,8 @@ from ..results import GTVResult, Status, out_of_reach_message, relative_gap, tol
 from ._dask_part import Part, PartData
 from ._partition import part_layouts, partition_graph
 from .certificate import (_ROUNDING_FACTOR, ESTIMATED_ALLOWANCE_MESSAGE, UNBOUNDED_TARGET_RTOL, Certificate,
-                          ResidualAllowance, certified_statuses, merge_allowance_partials, no_bound_message)
+                          MinorantBoxes, ResidualAllowance, certified_statuses, merge_allowance_partials,
+                          no_bound_message)
 from ._scaling import LabelScale, scale_for, solve_scaled
 from ._pdhg_common import (CHECK_SPACING, NONFINITE_CHECKS, IterationInfo, initial_primal_weight, residual_trigger,
                            step_norm_estimate, uniqueness_note, warm_start_parts)
@@ -416,7 +417,8 @@ def _solve_placed(problem, graph, client, tol, max_iter, time_limit, warm_start,
         has_data[layout.own_nodes] = info["has_data"]
     certifier = _Certifier(cluster, graph, problem.penalty, problem.lam, d, constrained,
                            max_terms=max(i["max_terms"] for i in infos),
-                           bounded=all(i["bounded"] for i in infos))
+                           bounded=all(i["bounded"] for i in infos),
+                           loss=problem.loss if isinstance(problem, GTVProblem) else None)
 
     # ---- initial point (a warm start is model and flows, not data: sent to the parts)
     if isinstance(problem, GTVProblem):
@@ -662,13 +664,16 @@ class _Certifier:
     rounding allowance.
     """
 
-    def __init__(self, cluster, graph, penalty, lam, d, constrained, *, max_terms, bounded):
+    def __init__(self, cluster, graph, penalty, lam, d, constrained, *, max_terms, bounded, loss=None):
         self.cluster, self.graph = cluster, graph
         self.max_terms = max_terms
         self.rounds = 0
         view = _GraphView(graph, penalty, lam, d)
         self.allowance = ResidualAllowance(view)
         self._boxes = {}  # component -> the smallest of the parts' minorant boxes (see _minorant_box)
+        # a loss the client holds anyway (a GTVProblem, not a SiteProblem) bounds a component from all its samples
+        self._client_boxes = None if loss is None else MinorantBoxes(
+            loss, self.allowance.component, self.allowance.n_components, self.allowance.dist_unit)
         self.node_bound = (np.zeros(graph.n) if graph.n_edges == 0 else np.bincount(
             graph.edges.reshape(-1), np.repeat(penalty.flow_bound(view.capacities, d), 2), minlength=graph.n))
         self.bound = float(self.node_bound.max(initial=0.0))
@@ -701,10 +706,14 @@ class _Certifier:
 
     def _minorant_box(self, comp: int):
         """The smallest of the parts' boxes of component ``comp`` (each bounds the optimum from its
-        own samples' half-spaces, :class:`~gtvcvx.solvers.certificate.MinorantBoxes`; the data stay
-        on the workers), cached; None where no part has one."""
+        own samples' half-spaces, :class:`~gtvcvx.solvers.certificate.MinorantBoxes`; a site's data
+        stay on its worker) and, where the client holds the loss, of the box from all the component's
+        samples (finite where the whole is not separable, even if every part's share is), cached;
+        None where there is none."""
         if comp not in self._boxes:
             found = [box for box in self._call("minorant_box", comp=comp) if box is not None]
+            if self._client_boxes is not None and self._client_boxes(comp) is not None:
+                found.append(self._client_boxes(comp))
             self._boxes[comp] = np.minimum.reduce(found) if found else None
         return self._boxes[comp]
 
