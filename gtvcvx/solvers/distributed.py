@@ -318,6 +318,7 @@ def solve_distributed(problem, tol: float = 1e-6, max_iter: int = 100_000, time_
             checkpoint_dir = scratch = tempfile.mkdtemp(prefix="gtvcvx-checkpoints-")
     elif not isinstance(client, Client):
         raise TypeError(f"client must be a dask.distributed.Client, got {type(client).__name__}")
+
     def run(solved, _left, warm, solved_callback):  # (the time limit counts from t_start: the caller's applies)
         return _solve(solved, graph, client, tol, int(max_iter), time_limit, warm, solved_callback, n_parts,
                       partition, checkpoint_dir, int(checkpoint_every), method, float(eta), float(reflection),
