@@ -59,12 +59,21 @@ def _penalty_values(problem, W) -> list[Decimal]:
     out = []
     for (i, j), c in zip(problem.graph.edges, problem.capacities):
         z = [_dec(W[i, k]) - _dec(W[j, k]) for k in range(problem.d)]
-        if isinstance(problem.penalty, g.Norm2):
+        penalty = problem.penalty
+        if isinstance(penalty, g.Norm2):
             phi = sum((v * v for v in z), Decimal(0)).sqrt()
-        elif isinstance(problem.penalty, g.Norm1):
+        elif isinstance(penalty, g.Norm1):
             phi = sum((abs(v) for v in z), Decimal(0))
-        else:
+        elif isinstance(penalty, g.GroupNorm2):
+            phi = sum((sum((z[k] * z[k] for k in range(problem.d) if penalty.labels[k] == group), Decimal(0)).sqrt()
+                       for group in set(penalty.labels.tolist())), Decimal(0))
+        elif isinstance(penalty, g.QuadraticForm):
+            phi = sum((z[a] * _dec(penalty.Q[a, b]) * z[b] for a in range(problem.d) for b in range(problem.d)),
+                      Decimal(0)) / 2
+        elif isinstance(penalty, g.SquaredNorm2):
             phi = sum((v * v for v in z), Decimal(0)) / 2
+        else:
+            raise TypeError(f"no exact evaluator for {type(penalty).__name__}")
         out.append(_dec(c) * phi)
     return out
 
