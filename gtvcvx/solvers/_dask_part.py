@@ -163,12 +163,15 @@ class Part:
         return {"pid": os.getpid(), "d": self.d, "n_own": int(self.layout.own_nodes.size),
                 "n_edges": int(self.layout.edge_ids.size), "constrained": constrained,
                 "max_terms": int(self.loss.max_terms), "has_data": has_data,
-                "bounded": bounds_optimum(self.loss), "scalable": provides(self.loss, "scaled"),
-                "value_at_zero": self._value_at_zero(), "busy": self.busy, "sent_bytes": self.sent_bytes}
+                "bounded": bounds_optimum(self.loss),
+                "busy": self.busy, "sent_bytes": self.sent_bytes}
 
-    def _value_at_zero(self) -> float:
+    def label_scaling(self) -> dict:
+        """Whether this part's loss scales with its labels (:meth:`gtvcvx.losses.Loss.scaled`) and its
+        value at ``W = 0`` (a number, not the labels): the client's label scaling of a SiteProblem."""
         with np.errstate(all="ignore"):
-            return float(self.loss.value(np.zeros((self.loss.n, self.d))))
+            at_zero = float(self.loss.value(np.zeros((self.loss.n, self.d))))
+        return {"scalable": provides(self.loss, "scaled"), "value_at_zero": at_zero}
 
     def start(self, W, U, omega: float, knorm: float, eta: float) -> None:
         """Initial point: ``W`` (n_own, d) and ``U`` (n_edges_local, d), flows clipped into capacities."""

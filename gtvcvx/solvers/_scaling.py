@@ -79,9 +79,9 @@ def solve_scaled(problem: GTVProblem, time_limit, warm_start, callback, run) -> 
     return scaled.result_out(result)
 
 
-def _over(terms, area):
-    """Per-node or per-edge terms over ``area`` (``None``: the Dask backend keeps them on its workers)."""
-    return None if terms is None else terms / area
+def _over(array, divisor):
+    """``array / divisor``, or None (arrays the Dask backend keeps on its workers)."""
+    return None if array is None else array / divisor
 
 
 class LabelScale:
@@ -108,7 +108,7 @@ class LabelScale:
         return dataclasses.replace(certificate, primal=primal, dual=dual, gap=certificate.gap / area,
                                    rel_gap=relative_gap(primal, dual), node_gaps=_over(certificate.node_gaps, area),
                                    edge_gaps=_over(certificate.edge_gaps, area),
-                                   U=None if certificate.U is None else certificate.U / self.factor,
+                                   U=_over(certificate.U, self.factor),
                                    residuals=residuals)
 
     def callback_in(self, callback):
@@ -118,12 +118,9 @@ class LabelScale:
 
         def scaled_callback(info: IterationInfo):
             certificate = self.certificate_out(info.certificate)
-            if info.U is None or info.U is info.certificate.U:
-                U = certificate.U if info.U is not None else None
-            else:
-                U = info.U / self.factor
-            W = None if info.W is None else info.W / self.factor  # (None: iterates kept on Dask workers)
-            return callback(dataclasses.replace(info, W=W, U=U, certificate=certificate))
+            shared = info.U is not None and info.U is info.certificate.U
+            U = certificate.U if shared else _over(info.U, self.factor)
+            return callback(dataclasses.replace(info, W=_over(info.W, self.factor), U=U, certificate=certificate))
 
         scaled_callback.copies_arrays = True
         if hasattr(callback, "wants"):
@@ -133,10 +130,7 @@ class LabelScale:
     def result_out(self, result: GTVResult) -> GTVResult:
         """The result in the caller's units (in place): ``W``, ``U``, values, gaps, history."""
         c, area = self.factor, self.factor * self.factor
-        if result.W is not None:
-            result.W = result.W / c
-        if result.U is not None:
-            result.U = result.U / c
+        result.W, result.U = _over(result.W, c), _over(result.U, c)
         result.primal, result.dual, result.gap = result.primal / area, result.dual / area, result.gap / area
         if np.isfinite(result.value):
             result.value = result.value / area

@@ -385,12 +385,15 @@ def _solve(problem, *args) -> GTVResult:
     return scaling["map"].result_out(result) if "map" in scaling else result
 
 
-def _site_label_scale(problem: SiteProblem, infos) -> float:
-    """:func:`~gtvcvx.solvers._scaling.scale_for` of the sites' summed ``P(0)`` (1 where a site's loss
-    cannot be scaled or the penalty is not a norm)."""
-    if not (provides(problem.penalty, "norm") and all(info["scalable"] for info in infos)):
+def _site_label_scale(problem: SiteProblem, cluster: _Cluster) -> float:
+    """:func:`~gtvcvx.solvers._scaling.scale_for` of the sites' summed ``P(0)`` (1 where the penalty is
+    not a norm or a site's loss cannot be scaled)."""
+    if not provides(problem.penalty, "norm"):
         return 1.0
-    return scale_for(math.fsum(info["value_at_zero"] for info in infos))
+    sites = cluster.call("label_scaling")
+    if not all(site["scalable"] for site in sites):
+        return 1.0
+    return scale_for(math.fsum(site["value_at_zero"] for site in sites))
 
 
 def _solve_placed(problem, graph, client, tol, max_iter, time_limit, warm_start, callback, n_parts, partition,
@@ -402,7 +405,7 @@ def _solve_placed(problem, graph, client, tol, max_iter, time_limit, warm_start,
     log = _Log(verbose, tol)
     cluster = _Cluster(client, layouts, source, problem.penalty, problem.lam, direct)
     infos = cluster.call("info")
-    factor = _site_label_scale(problem, infos) if isinstance(problem, SiteProblem) else 1.0
+    factor = _site_label_scale(problem, cluster) if isinstance(problem, SiteProblem) else 1.0
     if factor != 1.0:  # an objective far below 1: the sites' labels times c, lam times c (see _scaling)
         problem = problem.labels_scaled(factor)
         cluster.source, cluster.lam = problem.parts.__getitem__, problem.lam
@@ -713,8 +716,9 @@ class _Certifier:
         None where there is none."""
         if comp not in self._boxes:
             found = [box for box in self._call("minorant_box", comp=comp) if box is not None]
-            if self._client_boxes is not None and self._client_boxes(comp) is not None:
-                found.append(self._client_boxes(comp))
+            whole = None if self._client_boxes is None else self._client_boxes(comp)
+            if whole is not None:
+                found.append(whole)
             self._boxes[comp] = np.minimum.reduce(found) if found else None
         return self._boxes[comp]
 
