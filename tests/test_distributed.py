@@ -309,6 +309,10 @@ def test_refusals_are_clear(client):
         gtvcvx.solve(problem, backend="dask", client="tcp://nowhere:1")
     with pytest.raises(ValueError, match="belongs to no part"):
         SiteProblem(problem.graph, problem.penalty, 0.1, [PartData(nodes=np.arange(5), path="x.npz")])
+    every = np.arange(problem.graph.n)
+    for factor in (0.0, -2.0, float("nan"), float("inf"), "2"):
+        with pytest.raises(ValueError, match=r"parts\[0\]\.label_factor must be a finite number > 0"):
+            SiteProblem(problem.graph, problem.penalty, 0.1, [PartData(nodes=every, path="x.npz", label_factor=factor)])
 
 
 def test_site_file_errors_name_the_file(client, tmp_path):

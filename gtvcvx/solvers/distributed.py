@@ -82,6 +82,10 @@ class SiteProblem:
                 raise ValueError(f"parts[{index}].nodes has ids outside [0, {self.graph.n})")
             if (labels[nodes] >= 0).any() or np.unique(nodes).size != nodes.size:
                 raise ValueError(f"parts[{index}].nodes repeats a node of an earlier part (or of itself)")
+            factor = part.label_factor
+            if not (isinstance(factor, (int, float)) and math.isfinite(factor) and factor > 0):
+                raise ValueError(f"parts[{index}].label_factor must be a finite number > 0 (leave it at 1), "
+                                 f"got {factor!r}")
             labels[nodes] = index
         if (labels < 0).any():
             raise ValueError(f"node {int(np.flatnonzero(labels < 0)[0])} belongs to no part")
