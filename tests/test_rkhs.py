@@ -366,6 +366,27 @@ def test_hard_margin_with_overlapping_classes_is_unbounded():
     assert soft.status == Status.OPTIMAL and soft.rel_gap <= 1e-6
 
 
+def test_a_hard_margin_met_by_the_lp_to_its_tolerance_is_repaired_not_dropped():
+    """Noisy moons (N = 200, seed 2) with the classifier's dictionary: the hard margins hold only with
+    coefficients whose |K| |Delta alpha| reaches ~700. HiGHS's point meets them to its tolerance (a margin
+    short by ~1e-9); the rescaling by 1 + 1e-12 was lost in the fresh rounding of ``f``, so the LP was
+    reported as "a point that violates the margins in floating point" and the solve ran with no primal
+    bound at all (at N = 1000: 200 outer iterations, rel_gap inf, predictions from the L0 recovery)."""
+    from sklearn.datasets import make_moons
+
+    from gtvcvx.rkhs.certificate import _abs_decision, hard_margin_feasible_point
+
+    X, labels = make_moons(200, noise=0.2, random_state=2)
+    y = np.where(labels == 1, 1.0, -1.0)
+    widths = np.sqrt(X.shape[1] * X.var() / 2) * np.array([0.5, 1.0])
+    p = RKHSProblem(X, y, Dictionary.from_samples(X, widths, weights=1.0), 0.5, 0.1)
+    feasible, alpha, message = hard_margin_feasible_point(p)
+    assert feasible is True and message == ""
+    rounding = 4.0 * (p.M + 2) * np.finfo(float).eps * _abs_decision(p, alpha)
+    assert (y * p.decision(alpha) - rounding >= 0.9).all()  # margins that hold despite the rounding of f
+    assert np.isfinite(p.envelope_objective(alpha))
+
+
 @pytest.mark.parametrize("C", [100.0, None])
 def test_a_warm_start_that_stalls_ssnal_is_followed_by_a_cold_start(C):
     """Coefficients z0 1e50 times any sensible size: SSNAL's multiplier estimate never recovered and the

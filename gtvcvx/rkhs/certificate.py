@@ -427,6 +427,16 @@ def _rigorously_feasible(problem: RKHSProblem, alpha):
     t = float(np.max(target / low)) * (1.0 + 1e-12)
     scaled = t * np.asarray(alpha, dtype=float)
     again = p.y * p.decision(scaled) - 4.0 * (p.M + 2) * np.finfo(float).eps * _abs_decision(p, scaled)
+    if (again >= target).all():
+        return scaled
+    # the fresh rounding of f at the scaled point took back more than the 1e-12: scale so that two more
+    # allowances fit (computed f >= t (exact f - err) - t err), as a hard margin met by an LP to its
+    # tolerance needs when the coefficients are large (|K| |Delta alpha| ~ 3e7 on noisy moons)
+    low = margins - 3.0 * err
+    if (low <= 0).any():
+        return None
+    scaled = float(np.max(target / low)) * (1.0 + 1e-12) * np.asarray(alpha, dtype=float)
+    again = p.y * p.decision(scaled) - 4.0 * (p.M + 2) * np.finfo(float).eps * _abs_decision(p, scaled)
     return scaled if (again >= target).all() else None
 
 
@@ -597,7 +607,7 @@ def hard_margin_feasible_point(problem: RKHSProblem, *, time_limit: float | None
         return None, None, f"feasibility LP did not finish: {res.message}"
     zz = res.x[: p.M] - res.x[p.M:]
     alpha = zz / p.Delta
-    scaled = p.make_feasible(alpha)
+    scaled = _rigorously_feasible(p, alpha)  # HiGHS meets the margins to its tolerance, not to the last bit
     if scaled is None:
         return None, None, "feasibility LP returned a point that violates the margins in floating point"
     return True, scaled, ""
