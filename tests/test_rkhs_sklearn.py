@@ -12,7 +12,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from gtvcvx.results import Status
-from gtvcvx.rkhs import Dictionary, NotFittedError, SparseKernelClassifier
+from gtvcvx.rkhs import ConvergenceWarning, Dictionary, NotFittedError, SparseKernelClassifier
 
 
 @parametrize_with_checks([SparseKernelClassifier()])
@@ -140,3 +140,21 @@ def test_verbose_prints_the_certificate_checks_and_is_silent_by_default(moons, c
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[ssnal]")]
     assert lines and "rel_gap=" in lines[-1] and " t=" in lines[-1]
     assert float(lines[-1].split("rel_gap=")[1].split()[0]) == pytest.approx(clf.rel_gap_, rel=1e-3)
+
+
+def test_a_hard_margin_fit_that_does_not_converge_says_what_the_optimum_is_at_least_and_what_to_do():
+    """Noisy moons with the hard margin: the margins hold only with huge coefficients (at N = 1000 the
+    optimum is >= 1e11 and CLARABEL does not converge either); the fit's warning quotes the certified lower
+    bound and names the soft margin. A soft-margin fit stopped by its limit gets no such hint."""
+    import warnings
+
+    X, y = make_moons(200, noise=0.2, random_state=2)
+    with pytest.warns(ConvergenceWarning, match="soft margin C is the remedy") as caught:
+        clf = SparseKernelClassifier(C=None, max_iter=3).fit(X, y)
+    message = next(str(w.message) for w in caught if "remedy" in str(w.message))
+    bound = float(message.split("optimal objective is at least ")[1].split()[0])
+    assert 0.99 * clf.result_.dual <= bound <= clf.result_.dual and clf.rel_gap_ >= 0.1  # rounded down
+    with warnings.catch_warnings(record=True) as soft:
+        warnings.simplefilter("always")
+        SparseKernelClassifier(max_iter=1).fit(X, y)
+    assert soft and not any("remedy" in str(w.message) for w in soft)

@@ -9,6 +9,7 @@ fixed at construction. More than two classes are fitted one-vs-rest on one share
 
 from __future__ import annotations
 
+import math
 import numbers
 import warnings
 
@@ -36,6 +37,14 @@ class NotFittedError(_SklearnNotFittedError):
 
 class ConvergenceWarning(_SklearnConvergenceWarning):
     """A solve stopped at a limit before its certified gap reached the tolerance (scikit-learn's kind)."""
+
+
+def _rounded_down(value: float) -> str:
+    """``value`` to three significant digits, rounded toward ``-inf`` (a quoted lower bound stays one)."""
+    if not math.isfinite(value) or value == 0.0:
+        return f"{value:g}"
+    unit = 10.0 ** (math.floor(math.log10(abs(value))) - 2)
+    return f"{math.floor(value / unit) * unit:.3g}"
 
 
 #: How :class:`SparseKernelClassifier` builds its dictionary from the training data at fit time.
@@ -288,8 +297,15 @@ class SparseKernelClassifier(ClassifierMixin, BaseEstimator):
                 raise ValueError(f"fit failed with status {str(r.status)!r}: "
                                  f"{r.message or 'the solver returned no solution'}")
         if bad is not None:
+            hint = ""
+            if self.C is None and not bad.rel_gap < 0.1:  # (inf and nan included)
+                # measured: noisy moons, N = 1000, hard margin: CLARABEL stopped 'inaccurate' (dual) and at its
+                # iteration limit (primal) too; the optimum is >= 1e11 there, coefficients ~1e7
+                hint = (f"; with the hard margin (C=None) the optimal objective is at least {_rounded_down(bad.dual)} "
+                        "(certified): a gap that does not close usually means classes that (nearly) overlap for "
+                        "this dictionary, so that the margins need huge coefficients; a soft margin C is the remedy")
             warnings.warn(f"solve stopped with status {str(bad.status)!r} at relative gap {bad.rel_gap:.3g}: "
-                          f"{bad.message}", ConvergenceWarning, stacklevel=3)
+                          f"{bad.message}{hint}", ConvergenceWarning, stacklevel=3)
         alphas = []
         for r in results:
             if self.recovery == "envelope" and r.alpha_envelope is not None:
