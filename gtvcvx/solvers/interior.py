@@ -518,6 +518,15 @@ def _accuracies(problem: GTVProblem, tol: float) -> tuple[float, ...]:
 #: Clarabel's statuses that mean it stopped at a limit, and the gtvcvx status they become.
 _LIMITS = {"MaxIterations": Status.MAX_ITER, "MaxTime": Status.TIME_LIMIT}
 
+#: Clarabel's answers that mean its steps stalled, not that it hit a limit: the program is solved
+#: once more with steps of at most :data:`STALL_STEP_FRACTION` of the way to the cone's boundary
+#: (Clarabel's default 0.99). Measured on the karate club with two raw breast-cancer samples per
+#: node (features up to 2,499), logistic loss, lam = 1: at 0.99 Clarabel stopped with step length 0
+#: at its 4th iteration (InsufficientProgress, certified gap 0.36, then 100,000 first-order
+#: iterations in 55 s at 0.36), at 0.9 it solved the problem in 47 iterations, certified to 4e-9.
+_STALLS = ("InsufficientProgress", "NumericalError")
+STALL_STEP_FRACTION = 0.9
+
 
 @certified_statuses
 def solve_interior(problem: GTVProblem, tol: float = 1e-6, *, max_iter: int = 200, time_limit: float | None = None,
@@ -632,7 +641,9 @@ def _solve_clarabel(problem: GTVProblem, tol: float, max_iter: int, time_limit: 
     attempts = [(first, accuracy) for accuracy in _accuracies(problem, tol)]
     if problem.n_edges and problem.penalty.conic_form != "quadratic":
         attempts.append((not first, attempts[-1][1]))  # the other KKT system, at the last tolerance
-    for explicit, accuracy in attempts:
+    best = None  # (rel_gap, W, cert, native, explicit, A) of the best certified answer
+    while attempts:
+        explicit, accuracy = attempts.pop(0)
         prog, w_idx, flows, P, q, A, b = program(explicit)
         settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = accuracy
         try:
@@ -654,12 +665,20 @@ def _solve_clarabel(problem: GTVProblem, tol: float, max_iter: int, time_limit: 
                              info={"method": "interior", "clarabel_status": native})
         U = flows(x, y)
         cert = certify_pair(problem, W, np.where(np.isfinite(U), U, 0.0), tol=tol)
+        if best is None or np.isnan(best[0]) or cert.rel_gap < best[0]:  # (a NaN gap never replaces one)
+            best = (cert.rel_gap, W, cert, native, explicit, A)
         if cert.rel_gap <= tol or native in _LIMITS:
             break
+        if native in _STALLS and settings.max_step_fraction > STALL_STEP_FRACTION:
+            # the same program again with shorter steps, and the remaining attempts with them too
+            settings.max_step_fraction = STALL_STEP_FRACTION
+            attempts.insert(0, (explicit, accuracy))
+    last_native = native  # (a limit reached by the last attempt is the status, whichever answer is best)
+    _, W, cert, native, explicit, A = best
     if cert.rel_gap <= tol:
         status, message = Status.OPTIMAL, uniqueness_note(problem.graph, problem.loss.has_data)
     else:
-        status = _LIMITS.get(native, Status.INACCURATE)
+        status = _LIMITS.get(last_native, Status.INACCURATE)
         limit = {Status.MAX_ITER: f"reached max_iter = {settings.max_iter}",
                  Status.TIME_LIMIT: f"reached time_limit = {time_limit:g} s" if time_limit is not None else ""}
         message = "; ".join(part for part in (
