@@ -275,3 +275,21 @@ def test_a_clarabel_stall_is_retried_with_shorter_steps(penalty):
     assert result.info["clarabel_status"] == "Solved"
     reference = solve_primal(problem, "CLARABEL")  # CVXPY's own statement
     assert result.primal == pytest.approx(reference.primal, rel=1e-6)
+
+
+@pytest.mark.parametrize("lam", [1.0, 100.0, 1000.0])
+def test_a_squared_penalty_moves_logistic_node_duals_in_the_loss_metric(lam):
+    """Raw features put the optimal sample duals within ~1e-10 of their domain's boundary: the
+    interior solve's flows left it at 20 of 34 nodes, the anchored flow (the node duals moved in the
+    loss's own metric) ran for norm penalties only, and the zero flow's rounding-level residual was
+    refused, so the certificate was infinite and 100,000 first-order iterations (50 s) could not
+    change that. A squared penalty has no capacities: the anchored flow needs no common scale. (At
+    lam = 100 and 1000 Clarabel also stopped AlmostSolved, short of the accuracy the certificate needs:
+    the stall fallbacks; at lam = 0.01 the run ends at max_iter with a certified 1.6e-6.)"""
+    problem = _karate_raw_breast_cancer(g.SquaredNorm2(), lam)
+    result = g.solve(problem, tol=1e-6)
+    assert result.status == Status.OPTIMAL and result.rel_gap <= 1e-6, result.message
+    assert result.info["method"] == "interior"
+    reference = solve_primal(problem, "CLARABEL")
+    assert reference.primal >= result.dual - 1e-12 * (1 + abs(result.dual))  # weak duality against CVXPY
+    assert result.primal == pytest.approx(reference.primal, rel=1e-5)

@@ -1208,8 +1208,9 @@ def anchored_flow(problem: GTVProblem, W, U, projector: FlowProjector,
                   deadline: float | None = None, faces: bool = True) -> FeasibleFlow | None:
     """A feasible flow near ``U`` whose node duals are points of the loss conjugate's domain moved
     in the loss's own metric (:meth:`~gtvcvx.losses.Loss.node_anchor`); None where the loss
-    provides no ``node_anchor`` (or its metrics would not fit :data:`ANCHORED_MAX_ENTRIES`) or
-    the penalty is not a norm.
+    provides no ``node_anchor`` (or its metrics would not fit :data:`ANCHORED_MAX_ENTRIES`).
+    A penalty without capacities (a squared norm, a quadratic form) keeps ``alpha = 1``: every
+    flow is in its conjugate's domain.
 
     Solves ``(D^T Omega T D + H) Lambda = -(G + D^T U_0)`` by conjugate gradients, with ``U_0``
     the flow in its capacity balls, ``(G, H) = node_anchor(W, -D^T U_0)`` the node duals and
@@ -1234,7 +1235,7 @@ def anchored_flow(problem: GTVProblem, W, U, projector: FlowProjector,
     computed from scratch like any other (honest whatever the metric).
     """
     loss, penalty, graph = problem.loss, problem.penalty, problem.graph
-    if (not penalty.is_norm or problem.n_edges == 0 or not provides(loss, "node_anchor")
+    if (problem.n_edges == 0 or not provides(loss, "node_anchor")
             or problem.n * problem.d ** 2 > ANCHORED_MAX_ENTRIES):
         return None
     caps = problem.capacities
@@ -1275,8 +1276,10 @@ def anchored_flow(problem: GTVProblem, W, U, projector: FlowProjector,
     if not np.isfinite(lam).all():
         return None
     flow = U0 + edge_move(lam)
-    alpha = projector._common_scale(flow, coupled_only=False)[0]
-    flow *= alpha
+    alpha = 1.0  # (a penalty without capacities, e.g. a squared norm: every flow is in the conjugate's domain)
+    if penalty.is_norm:
+        alpha = projector._common_scale(flow, coupled_only=False)[0]
+        flow *= alpha
     if not np.isfinite(flow).all():  # (e.g. a move of inf * 0 on a frozen face: no flow, not a NaN dual point)
         return None
     return FeasibleFlow(U=flow, scale=projector.flow_scale(flow), capacity_scale=alpha,

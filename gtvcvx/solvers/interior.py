@@ -518,14 +518,36 @@ def _accuracies(problem: GTVProblem, tol: float) -> tuple[float, ...]:
 #: Clarabel's statuses that mean it stopped at a limit, and the gtvcvx status they become.
 _LIMITS = {"MaxIterations": Status.MAX_ITER, "MaxTime": Status.TIME_LIMIT}
 
-#: Clarabel's answers that mean its steps stalled, not that it hit a limit: the program is solved
-#: once more with steps of at most :data:`STALL_STEP_FRACTION` of the way to the cone's boundary
-#: (Clarabel's default 0.99). Measured on the karate club with two raw breast-cancer samples per
-#: node (features up to 2,499), logistic loss, lam = 1: at 0.99 Clarabel stopped with step length 0
-#: at its 4th iteration (InsufficientProgress, certified gap 0.36, then 100,000 first-order
-#: iterations in 55 s at 0.36), at 0.9 it solved the problem in 47 iterations, certified to 4e-9.
-_STALLS = ("InsufficientProgress", "NumericalError")
-STALL_STEP_FRACTION = 0.9
+#: Clarabel's answers that mean its steps stalled or stopped short of its tolerances (not a limit)
+#: when the certificate does not confirm ``tol``: the program is solved once more with the next of
+#: :data:`STALL_FALLBACKS` (and the remaining attempts keep it).
+_STALLS = ("InsufficientProgress", "NumericalError", "AlmostSolved")
+
+#: Clarabel settings tried in turn after a stall. Measured on the karate club with two raw
+#: breast-cancer samples per node (features up to 2,499), logistic loss, at Clarabel's tolerance
+#: 1e-8 (certified gap with the defaults / the first / the second): l2 penalty, lam = 1,
+#: InsufficientProgress with step length 0 at the 4th iteration (0.36 / 6.6e-9; before,
+#: ``gtvcvx.solve`` went on with 100,000 first-order iterations, 55 s, to 0.36); l1, lam = 1 (0.36 /
+#: 0.36 / 8.1e-9); squared l2, lam = 0.01, 100, 1000, AlmostSolved (9.7e-6, inf, inf / 6.6e-6,
+#: 3.2e-6, 2.2e-10). A shorter
+#: minimum step before Clarabel switches its scaling of the exponential cones first, then steps of
+#: at most 0.9 of the way to the boundary (Clarabel's defaults: 0.1 and 0.99).
+STALL_FALLBACKS = ({"min_switch_step_length": 0.01}, {"max_step_fraction": 0.9})
+
+
+def _clarabel_settings(verbose, max_iter: int, time_limit: float | None, **changes):
+    """Clarabel's settings for :func:`_solve_clarabel`, with ``changes`` (e.g. a stall fallback)."""
+    settings = clarabel.DefaultSettings()
+    settings.verbose = bool(verbose)
+    # QDLDL, one thread: on the bank's 15-225-node graphs 1.4-2.8x faster than the default
+    # (faer, multithreaded) at the same iterations (measured 2026-11-25, grid 15x15 / diabetes)
+    settings.direct_solve_method = "qdldl"
+    settings.max_iter = int(min(max_iter, settings.max_iter))
+    if time_limit is not None:
+        settings.time_limit = float(time_limit)
+    for name, value in changes.items():
+        setattr(settings, name, value)
+    return settings
 
 
 @certified_statuses
@@ -627,14 +649,8 @@ def _solve_clarabel(problem: GTVProblem, tol: float, max_iter: int, time_limit: 
     # (uncertified) on grid / l1, the explicit form certified all 10
     first = not bounds_optimum(problem.loss)
     program(first)
-    settings = clarabel.DefaultSettings()
-    settings.verbose = bool(verbose)
-    # QDLDL, one thread: on the bank's 15-225-node graphs 1.4-2.8x faster than the default
-    # (faer, multithreaded) at the same iterations (measured 2026-11-25, grid 15x15 / diabetes)
-    settings.direct_solve_method = "qdldl"
-    settings.max_iter = int(min(max_iter, settings.max_iter))
-    if time_limit is not None:
-        settings.time_limit = float(time_limit)
+    settings = _clarabel_settings(verbose, max_iter, time_limit)
+    fallbacks = list(STALL_FALLBACKS)
     setup_time = time.perf_counter() - t_start
     t_solve = time.perf_counter()
     iterations = 0
@@ -669,9 +685,9 @@ def _solve_clarabel(problem: GTVProblem, tol: float, max_iter: int, time_limit: 
             best = (cert.rel_gap, W, cert, native, explicit, A)
         if cert.rel_gap <= tol or native in _LIMITS:
             break
-        if native in _STALLS and settings.max_step_fraction > STALL_STEP_FRACTION:
-            # the same program again with shorter steps, and the remaining attempts with them too
-            settings.max_step_fraction = STALL_STEP_FRACTION
+        if native in _STALLS and fallbacks:
+            # the same program again with the next steps' rule, and the remaining attempts with it too
+            settings = _clarabel_settings(verbose, max_iter, time_limit, **fallbacks.pop(0))
             attempts.insert(0, (explicit, accuracy))
     last_native = native  # (a limit reached by the last attempt is the status, whichever answer is best)
     _, W, cert, native, explicit, A = best
