@@ -88,3 +88,22 @@ def test_table_one_quotes_the_fastest_peer_whose_answer_matches():
             row("CVXPY+SCS eps 1e-7", "inaccurate", 0.0, 1.5, 1.5)]
     last = _ratio_lines(rows).splitlines()[-1]
     assert "Best-configured peer" in last and "CVXPY+SCS indirect eps 1e-7, **20x**" in last
+
+
+def test_raw_instances_keep_the_data_sets_own_units():
+    """``--raw``: the same dealing, the features and targets as loaded (plus the intercept)."""
+    from sklearn.datasets import load_breast_cancer, load_diabetes
+
+    from gtvcvx.bench import real
+
+    raw = real.build("florentine_families", "diabetes", "norm2", 3, 0.05, seed=0, raw=True)
+    standardized = real.build("florentine_families", "diabetes", "norm2", 3, 0.05, seed=0)
+    X, y = load_diabetes(return_X_y=True, scaled=False)
+    assert raw.d == standardized.d == 11 and raw.digest() != standardized.digest()
+    assert set(raw.loss.y_all) <= set(y) and np.isin(raw.loss.X_all[:, 1:], X).all()
+    assert np.all(raw.loss.X_all[:, 0] == 1.0)
+    classification = real.build("karate_club", "breast_cancer", "norm2", 2, 0.05, seed=0, raw=True)
+    bunch = load_breast_cancer()
+    columns = [list(bunch.feature_names).index(f) for f in real.WEAK_FEATURES]
+    assert np.isin(classification.loss.X_all[:, 1:], bunch.data[:, columns]).all()
+    assert set(np.unique(classification.loss.y_all)) == {-1.0, 1.0}

@@ -98,6 +98,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--losses", default=",".join(BANK_LOSSES),
                         help=f"comma-separated losses of {', '.join(LOSSES)}, each on the data sets it takes "
                              f"(default: the bank's {', '.join(BANK_LOSSES)}; others write bench/real-losses.md)")
+    parser.add_argument("--raw", action="store_true",
+                        help="the data as loaded, unstandardized (diabetes ages, blood pressures, targets 25-346; "
+                             "breast-cancer measurements); lam in those units; writes bench/real[-losses]-raw.md")
     parser.add_argument("--seed", type=int, default=0, help="seed of the dealing of rows to nodes (default 0)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per isolated run (default 600)")
 
@@ -117,22 +120,27 @@ def _graph(name: str) -> Graph:
     return Graph.from_networkx(g, weight=weight)
 
 
-def _data(name: str):
+def _data(name: str, raw: bool = False):
+    """Features (with an intercept column) and labels of a bank data set: standardized, or ``raw``
+    as the data set holds them (diabetes: ``load_diabetes(scaled=False)``, ages, blood pressures and
+    serum levels, targets 25-346; breast cancer: its measurements, e.g. texture ~10-39, smoothness
+    ~0.05-0.16)."""
     from sklearn import datasets
 
     if name == "diabetes":
-        X, y = datasets.load_diabetes(return_X_y=True)
+        X, y = datasets.load_diabetes(return_X_y=True, scaled=not raw)
     else:
         bunch = datasets.load_breast_cancer()
         X, y = bunch.data, bunch.target
         if name == "breast_cancer":
             X = X[:, [list(bunch.feature_names).index(f) for f in WEAK_FEATURES]]
-    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    if not raw:
+        X = (X - X.mean(axis=0)) / X.std(axis=0)
     X = np.hstack([np.ones((X.shape[0], 1)), X])
-    if name == "diabetes":
-        y = (y - y.mean()) / y.std()
-    else:
+    if name != "diabetes":
         y = np.where(y > 0, 1.0, -1.0)
+    elif not raw:
+        y = (y - y.mean()) / y.std()
     return X, y
 
 
@@ -152,11 +160,11 @@ def _digits(k: int, penalty: str, lam: float) -> GTVProblem:
 
 
 def build(graph: str, dataset: str, penalty: str, samples_per_node: int, lam: float, seed: int,
-          loss: str | None = None) -> GTVProblem:
+          loss: str | None = None, raw: bool = False) -> GTVProblem:
     """One bank instance: rows of ``dataset`` dealt at random, ``samples_per_node`` to every node
     (for the :data:`LARGE` pairs: the digits k-NN instance, one image per node, no dealing).
     ``loss`` names one of :data:`LOSSES` that takes ``dataset`` (default: squared error for the
-    regression data, logistic for the labels)."""
+    regression data, logistic for the labels); ``raw``: the data unstandardized (see :func:`_data`)."""
     if loss is None:
         loss = "squared_error" if dataset in ("diabetes", "digits") else "logistic"
     if loss not in LOSSES or dataset not in LOSSES[loss][1]:
@@ -164,7 +172,7 @@ def build(graph: str, dataset: str, penalty: str, samples_per_node: int, lam: fl
     if dataset == "digits":
         return _digits(int(graph.removeprefix("digits_").removesuffix("nn")), penalty, lam)
     G = _graph(graph)
-    X, y = _data(dataset)
+    X, y = _data(dataset, raw)
     rng = np.random.default_rng(seed)
     rows = rng.permutation(X.shape[0])[: G.n * samples_per_node] % X.shape[0]
     parts = np.array_split(rows, G.n)
@@ -224,6 +232,10 @@ def run(args) -> int:
     if not losses or any(name not in LOSSES for name in losses):
         raise SystemExit(f"--losses must name some of {', '.join(LOSSES)}, got {args.losses!r}")
     target = NAME if set(losses) == set(BANK_LOSSES) else f"{NAME}-losses"  # the bank's report stays
+    if args.raw:
+        if args.large:
+            raise SystemExit("--raw applies to the dealt data sets, not to --large's digits instances")
+        target += "-raw"
     started = time.strftime("%Y-%m-%d %H:%M")
     instances = [(gr, ds, loss, pen) for gr in graphs for ds in datasets for loss in losses
                  if ds in LOSSES[loss][1] for pen in penalties]
@@ -246,7 +258,7 @@ def run(args) -> int:
     try:
         for gr, ds, loss, pen in instances:
             built = {"graph": gr, "dataset": ds, "penalty": pen, "loss": loss,
-                     "samples_per_node": args.samples_per_node, "lam": args.lam, "seed": args.seed}
+                     "samples_per_node": args.samples_per_node, "lam": args.lam, "seed": args.seed, "raw": args.raw}
             out = {}
             plan = plan_of(loss, pen)
             for label, call, kwargs in plan:
@@ -283,19 +295,22 @@ def run(args) -> int:
     cols = (["graph", "dataset", "loss", "penalty", "method", "gtvcvx_s"] + [_column(label) for label in PEERS]
             + ["ratio_clarabel", "best_peer", "ratio_best_peer", "status", "certified_rel_gap", "iterations",
                "certificate_lag", "gtvcvx_peak_mb", "peer_status"])
-    losses_flag = "" if target == NAME else f" --losses {','.join(losses)}"
+    losses_flag = "" if set(losses) == set(BANK_LOSSES) else f" --losses {','.join(losses)}"
     lines = [
         f"## {target}: small real graphs with real data, gtvcvx vs CVXPY"
-        + ("" if target == NAME else " (losses beyond the bank's)"),
+        + ("" if not losses_flag else " (losses beyond the bank's)") + (" (unstandardized data)" if args.raw else ""),
         "",
         f"Command: `gtvcvx bench real{' --quick' if args.quick else ''}{' --large' if args.large else ''}"
+        f"{' --raw' if args.raw else ''}"
         f"{losses_flag} --penalties {','.join(penalties)} --samples-per-node {args.samples_per_node} "
         f"--lam {args.lam:g} --tol {args.tol:g} --seed {args.seed} --out {args.out}` (started {started}). Graphs: "
         "networkx's bundled florentine families (15 nodes), Davis southern women (32), karate club (34), Les "
         "Miserables (77, weighted) and a 15 x 15 grid (225); data: scikit-learn's diabetes (squared error, d = 11) "
         "and breast cancer (logistic: `breast_cancer` four weak features, d = 5, not separable; `breast_cancer_all` "
-        "all 30, d = 31, strictly separable: no minimizer), standardized"
-        + ("" if target == NAME else "; here with the losses " + ", ".join(losses) + " (Huber and absolute error "
+        "all 30, d = 31, strictly separable: no minimizer), "
+        + ("**unstandardized** (the measurements as loaded, with an intercept; lam in those units)" if args.raw
+           else "standardized")
+        + ("" if not losses_flag else "; here with the losses " + ", ".join(losses) + " (Huber and absolute error "
            "on the diabetes data, hinge on the four weak breast-cancer features)") + ", "
         f"{args.samples_per_node} rows per node dealt at random "
         f"(seed {args.seed}). Every call whole (CVXPY compilation included), each in its own process; "
