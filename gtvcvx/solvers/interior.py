@@ -529,9 +529,9 @@ _STALLS = ("InsufficientProgress", "NumericalError", "AlmostSolved")
 #: InsufficientProgress with step length 0 at the 4th iteration (0.36 / 6.6e-9; before,
 #: ``gtvcvx.solve`` went on with 100,000 first-order iterations, 55 s, to 0.36); l1, lam = 1 (0.36 /
 #: 0.36 / 8.1e-9); squared l2, lam = 0.01, 100, 1000, AlmostSolved (9.7e-6, inf, inf / 6.6e-6,
-#: 3.2e-6, 2.2e-10). A shorter
-#: minimum step before Clarabel switches its scaling of the exponential cones first, then steps of
-#: at most 0.9 of the way to the boundary (Clarabel's defaults: 0.1 and 0.99).
+#: 3.2e-6, 2.2e-10). A shorter minimum step before Clarabel switches its scaling of the exponential
+#: cones first, then steps of at most 0.9 of the way to the boundary (Clarabel's defaults: 0.1 and
+#: 0.99). Only an uncertified answer is retried: a first attempt that certifies costs nothing more.
 STALL_FALLBACKS = ({"min_switch_step_length": 0.01}, {"max_step_fraction": 0.9})
 
 
