@@ -373,6 +373,10 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
             final = _solve(problem, tol, left_iter, left_time, warm, callback, "halpern", eta, reflection,
                            primal_weight, adaptive_weight, check_every, restart_check)
         _caller_limits(final, max_iter, time_limit, left_iter, left_time)
+        if warm is not None and result.rel_gap < final.rel_gap and not final.rel_gap <= tol:
+            # the core ended worse than its warm start (its first step can leave a near-optimal point on an
+            # ill-conditioned problem and it certifies its own iterates only): the better certified answer
+            _keep_answer(final, result)
         final.iterations += result.iterations
         final.setup_time += spent
         final.info["method"] = result.info["method"] + "+halpern"
@@ -391,6 +395,20 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
     with _blas_threads(blas_threads):
         return _solve(problem, tol, max_iter, time_limit, warm_start, callback, method, eta, reflection,
                       primal_weight, adaptive_weight, check_every, restart_check)
+
+
+def _keep_answer(final: GTVResult, better: GTVResult) -> None:
+    """Give ``final`` the answer of ``better`` (its point, flows, bounds and certificate) and say so; the
+    status (a limit of ``final``'s run) and the accounting stay ``final``'s."""
+    core_gap = final.rel_gap
+    for name in ("W", "U", "primal", "dual", "gap", "rel_gap", "value", "residuals"):
+        setattr(final, name, getattr(better, name))
+    for key in ("node_gaps", "edge_gaps"):
+        if key in better.info:
+            final.info[key] = better.info[key]
+    note = (f"the interior-point answer (certified rel_gap {better.rel_gap:.3g}) is returned: the first-order "
+            f"core's best from it was {core_gap:.3g}")
+    final.message = f"{final.message}; {note}" if final.message else note
 
 
 def _after_race(result: GTVResult, prior: GTVResult | None) -> None:

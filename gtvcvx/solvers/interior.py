@@ -649,8 +649,7 @@ def _solve_clarabel(problem: GTVProblem, tol: float, max_iter: int, time_limit: 
     # (uncertified) on grid / l1, the explicit form certified all 10
     first = not bounds_optimum(problem.loss)
     program(first)
-    settings = _clarabel_settings(verbose, max_iter, time_limit)
-    fallbacks = list(STALL_FALLBACKS)
+    changes, fallbacks = {}, list(STALL_FALLBACKS)  # Clarabel's settings beyond ours, and those left
     setup_time = time.perf_counter() - t_start
     t_solve = time.perf_counter()
     iterations = 0
@@ -658,14 +657,24 @@ def _solve_clarabel(problem: GTVProblem, tol: float, max_iter: int, time_limit: 
     if problem.n_edges and problem.penalty.conic_form != "quadratic":
         attempts.append((not first, attempts[-1][1]))  # the other KKT system, at the last tolerance
     best = None  # (rel_gap, W, cert, native, explicit, A) of the best certified answer
+    last_native = None
     while attempts:
+        # every attempt within what the caller's limits leave (not each its own max_iter / time_limit)
+        left_iter = max_iter - iterations
+        left_time = None if time_limit is None else time_limit - (time.perf_counter() - t_start)
+        if best is not None and (left_iter < 1 or (left_time is not None and left_time <= 0)):
+            last_native = "MaxIterations" if left_iter < 1 else "MaxTime"
+            break
+        left_iter, left_time = max(left_iter, 1), None if left_time is None else max(left_time, 1e-3)
         explicit, accuracy = attempts.pop(0)
         prog, w_idx, flows, P, q, A, b = program(explicit)
+        settings = _clarabel_settings(verbose, left_iter, left_time, **changes)
         settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = accuracy
         try:
             sol = clarabel.DefaultSolver(P, q, A, b, prog.cones, settings).solve()
             x, y, native = np.asarray(sol.x), np.asarray(sol.z), str(sol.status)
             iterations += int(sol.iterations)
+            last_native = native
         except BaseException as exc:  # a Rust panic surfaces as BaseException
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
@@ -687,15 +696,15 @@ def _solve_clarabel(problem: GTVProblem, tol: float, max_iter: int, time_limit: 
             break
         if native in _STALLS and fallbacks:
             # the same program again with the next steps' rule, and the remaining attempts with it too
-            settings = _clarabel_settings(verbose, max_iter, time_limit, **fallbacks.pop(0))
+            changes = fallbacks.pop(0)
             attempts.insert(0, (explicit, accuracy))
-    last_native = native  # (a limit reached by the last attempt is the status, whichever answer is best)
+    # (a limit reached by the last attempt, or before the next, is the status, whichever answer is best)
     _, W, cert, native, explicit, A = best
     if cert.rel_gap <= tol:
         status, message = Status.OPTIMAL, uniqueness_note(problem.graph, problem.loss.has_data)
     else:
         status = _LIMITS.get(last_native, Status.INACCURATE)
-        limit = {Status.MAX_ITER: f"reached max_iter = {settings.max_iter}",
+        limit = {Status.MAX_ITER: f"reached max_iter = {max_iter}",
                  Status.TIME_LIMIT: f"reached time_limit = {time_limit:g} s" if time_limit is not None else ""}
         message = "; ".join(part for part in (
             limit.get(status, ""), f"Clarabel stopped with status {native}; the certified relative gap of its "
