@@ -412,32 +412,33 @@ def _rescaling_may_pay(problem: RKHSProblem, alpha, f, best_bound: float) -> boo
 def _rigorously_feasible(problem: RKHSProblem, alpha):
     """``alpha`` scaled up (``t >= 1``) so that ``y_n f(x_n) >= 1 - eps`` holds even after the
     rounding of ``f = K (Delta alpha)`` (bounded by ``4 (M + 2) eps |K| |Delta alpha|``); None
-    when a margin is not positive beyond that rounding."""
+    when a margin is not positive beyond that rounding.
+
+    The scale leaves room for one allowance, then, where the fresh rounding of ``f`` at the scaled
+    point took back more than the ``1e-12`` margin, for three (computed ``f >= t (exact f - err) -
+    t err``): a hard margin met by an LP to its tolerance needs that when the coefficients are large
+    (``|K| |Delta alpha| ~ 3e7`` on noisy moons)."""
     p = problem
     target = 1.0 - p.eps
     if target <= 0:
         return alpha
-    margins = p.y * p.decision(alpha)
-    err = 4.0 * (p.M + 2) * np.finfo(float).eps * _abs_decision(p, alpha)
-    low = margins - err
-    if (low >= target).all():
+
+    def margins_and_rounding(point):  # y f(x) at the point and the bound on its rounding
+        rounding = 4.0 * (p.M + 2) * np.finfo(float).eps * _abs_decision(p, point)
+        return p.y * p.decision(point), rounding
+
+    margins, err = margins_and_rounding(alpha)
+    if (margins - err >= target).all():
         return alpha
-    if (low <= 0).any():
-        return None
-    t = float(np.max(target / low)) * (1.0 + 1e-12)
-    scaled = t * np.asarray(alpha, dtype=float)
-    again = p.y * p.decision(scaled) - 4.0 * (p.M + 2) * np.finfo(float).eps * _abs_decision(p, scaled)
-    if (again >= target).all():
-        return scaled
-    # the fresh rounding of f at the scaled point took back more than the 1e-12: scale so that two more
-    # allowances fit (computed f >= t (exact f - err) - t err), as a hard margin met by an LP to its
-    # tolerance needs when the coefficients are large (|K| |Delta alpha| ~ 3e7 on noisy moons)
-    low = margins - 3.0 * err
-    if (low <= 0).any():
-        return None
-    scaled = float(np.max(target / low)) * (1.0 + 1e-12) * np.asarray(alpha, dtype=float)
-    again = p.y * p.decision(scaled) - 4.0 * (p.M + 2) * np.finfo(float).eps * _abs_decision(p, scaled)
-    return scaled if (again >= target).all() else None
+    for allowances in (1.0, 3.0):
+        low = margins - allowances * err
+        if (low <= 0).any():
+            return None
+        scaled = float(np.max(target / low)) * (1.0 + 1e-12) * np.asarray(alpha, dtype=float)
+        again, again_err = margins_and_rounding(scaled)
+        if (again - again_err >= target).all():
+            return scaled
+    return None
 
 
 def certify(problem: RKHSProblem, lam, z=None, *, feasible_alpha=None,
