@@ -656,7 +656,7 @@ def _solve_clarabel(problem: GTVProblem, tol: float, max_iter: int, time_limit: 
     attempts = [(first, accuracy) for accuracy in _accuracies(problem, tol)]
     if problem.n_edges and problem.penalty.conic_form != "quadratic":
         attempts.append((not first, attempts[-1][1]))  # the other KKT system, at the last tolerance
-    best = None  # (rel_gap, W, cert, native, explicit, A) of the best certified answer
+    best = None  # (W, cert, native, explicit, A) of the best certified answer
     last_native = None
     while attempts:
         # every attempt within what the caller's limits leave (not each its own max_iter / time_limit)
@@ -690,8 +690,8 @@ def _solve_clarabel(problem: GTVProblem, tol: float, max_iter: int, time_limit: 
                              info={"method": "interior", "clarabel_status": native})
         U = flows(x, y)
         cert = certify_pair(problem, W, np.where(np.isfinite(U), U, 0.0), tol=tol)
-        if best is None or np.isnan(best[0]) or cert.rel_gap < best[0]:  # (a NaN gap never replaces one)
-            best = (cert.rel_gap, W, cert, native, explicit, A)
+        if best is None or np.isnan(best[1].rel_gap) or cert.rel_gap < best[1].rel_gap:  # (NaN never wins)
+            best = (W, cert, native, explicit, A)
         if cert.rel_gap <= tol or native in _LIMITS:
             break
         if native in _STALLS and fallbacks:
@@ -699,7 +699,7 @@ def _solve_clarabel(problem: GTVProblem, tol: float, max_iter: int, time_limit: 
             changes = fallbacks.pop(0)
             attempts.insert(0, (explicit, accuracy))
     # (a limit reached by the last attempt, or before the next, is the status, whichever answer is best)
-    _, W, cert, native, explicit, A = best
+    W, cert, native, explicit, A = best
     if cert.rel_gap <= tol:
         status, message = Status.OPTIMAL, uniqueness_note(problem.graph, problem.loss.has_data)
     else:
