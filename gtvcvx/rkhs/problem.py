@@ -149,8 +149,16 @@ class RKHSProblem:
 
     @functools.cached_property
     def Phi(self):
-        """``Phi = (1/N) K^T diag(y)``, (M, N), stored like ``K``."""
-        return self.PhiT.T if self.dense else sp.csr_matrix(self.PhiT.T)
+        """``Phi = (1/N) K^T diag(y)``, (M, N), stored like ``K``.
+
+        Sparse: the CSR layout of ``K^T`` is :attr:`K_columns`' CSC layout, so ``Phi`` scales its data and
+        shares its index arrays (one transpose of ``K`` instead of two; entries bit-identical to
+        ``(diag(y/N) K)^T``)."""
+        if self.dense:
+            return self.PhiT.T
+        columns = self.K_columns
+        data = columns.data * (self.y / self.N)[columns.indices]
+        return sp.csr_matrix((data, columns.indices, columns.indptr), shape=(self.M, self.N))
 
     @functools.cached_property
     def nonnegative(self) -> bool:
