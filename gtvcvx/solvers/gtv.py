@@ -137,7 +137,10 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
     time_limit : float, optional
         Seconds (status ``time_limit``); checked every iteration.
     warm_start : GTVResult or dict, optional
-        Start from a previous solution (``W`` and/or flows ``U``), e.g. along a path over lam.
+        Start from a previous solution (``W`` and/or flows ``U``), e.g. along a path over lam. The
+        first-order methods certify the start before their first step (``history`` row 0) and return
+        it when no iterate certifies better (the message says so); one already within ``tol``
+        returns after 0 iterations.
     callback : callable, optional
         Called with an :class:`IterationInfo` at every certificate check-point; returning
         ``True`` stops the run (status ``max_iter``, message "stopped by callback"). A callback
@@ -372,11 +375,7 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
         with _blas_threads(blas_threads):
             final = _solve(problem, tol, left_iter, left_time, warm, callback, "halpern", eta, reflection,
                            primal_weight, adaptive_weight, check_every, restart_check)
-        _caller_limits(final, max_iter, time_limit, left_iter, left_time)
-        if warm is not None and result.rel_gap < final.rel_gap and not final.rel_gap <= tol:
-            # the core ended worse than its warm start (its first step can leave a near-optimal point on an
-            # ill-conditioned problem and it certifies its own iterates only): the better certified answer
-            _keep_answer(final, result)
+        _caller_limits(final, max_iter, time_limit, left_iter, left_time)  # (the core keeps its start if no better)
         final.iterations += result.iterations
         final.setup_time += spent
         final.info["method"] = result.info["method"] + "+halpern"
@@ -395,20 +394,6 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
     with _blas_threads(blas_threads):
         return _solve(problem, tol, max_iter, time_limit, warm_start, callback, method, eta, reflection,
                       primal_weight, adaptive_weight, check_every, restart_check)
-
-
-def _keep_answer(final: GTVResult, better: GTVResult) -> None:
-    """Give ``final`` the answer of ``better`` (its point, flows, bounds and certificate) and say so; the
-    status (a limit of ``final``'s run) and the accounting stay ``final``'s."""
-    core_gap = final.rel_gap
-    for name in ("W", "U", "primal", "dual", "gap", "rel_gap", "value", "residuals"):
-        setattr(final, name, getattr(better, name))
-    for key in ("node_gaps", "edge_gaps"):
-        if key in better.info:
-            final.info[key] = better.info[key]
-    note = (f"the interior-point answer (certified rel_gap {better.rel_gap:.3g}) is returned: the first-order "
-            f"core's best from it was {core_gap:.3g}")
-    final.message = f"{final.message}; {note}" if final.message else note
 
 
 def _after_race(result: GTVResult, prior: GTVResult | None) -> None:
@@ -565,8 +550,7 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
     best_gaps = []  # best[0] after each check
     # large problems: certificates where the certified gaps predict tol (predicted_spacing)
     predict = check_every is None and problem.n_edges * problem.d >= PREDICT_FROM_ENTRIES
-    next_check = (1 if warm_start is not None else PREDICT_FIRST_CHECK if predict else 10) \
-        if check_every is None else check_every
+    next_check = (PREDICT_FIRST_CHECK if predict else 10) if check_every is None else check_every
     # with check_every=None certificates also come when the fixed-point residual has fallen
     # about as much as the gap still has to (see `trigger`)
     trigger_exponent = PREDICT_TRIGGER_EXPONENT if predict else RESIDUAL_TRIGGER_EXPONENT
@@ -575,9 +559,30 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
     last_cert = 0.0  # cost of the latest certificate, to keep the next one inside a time budget
     iteration = 0
     Wp = W
+    start_best = None  # the warm start's certificate, while it is the best
     t_solve = time.perf_counter()
+    if warm_start is not None:
+        # the start is certified before the first step, and kept as the best so far: on an ill-conditioned
+        # problem one step can leave a near-optimal start far behind, and the run returns the better point
+        c0 = time.perf_counter()
+        cert = certify_pair(problem, W, U, projector=projector, deadline=deadline, tol=tol)
+        if np.may_share_memory(cert.U, U):  # (the loop writes U in place)
+            cert = dataclasses.replace(cert, U=cert.U.copy())
+        cert_time = last_cert = time.perf_counter() - c0
+        history.append({"iteration": 0, "time": time.perf_counter() - t_start, "primal": cert.primal,
+                        "dual": cert.dual, "gap": cert.gap, "rel_gap": cert.rel_gap, "restarts": 0, "omega": omega,
+                        "conservation": cert.residuals["conservation"],
+                        "capacity_scale": cert.residuals["capacity_scale"],
+                        "projection_iterations": cert.residuals["projection_iterations"],
+                        "certificate_time": cert_time})
+        best = start_best = (cert.rel_gap, W.copy(), kept(cert))
+        if cert.rel_gap <= tol:
+            status, message = Status.OPTIMAL, ""
+            if callback is not None:  # (the run's one check-point)
+                callback(IterationInfo(0, history[-1]["time"], W.copy(), cert.U.copy(), cert, omega, 0))
+    iterations_to_run = 0 if status == Status.OPTIMAL else max_iter
 
-    for iteration in range(1, max_iter + 1):
+    for iteration in range(1, iterations_to_run + 1):
         # ---- one PDHG step T(z) = (W+, U+)
         V = nodes.step(W, DtU, tau, tau_col)
         Wp = loss.prox_warm(V, tau, Wp)
@@ -748,6 +753,9 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
     residuals["stationarity"] = stationarity(problem, W_best, cert.U)
     if cert.message and status != Status.OPTIMAL:
         message = f"{message}; {cert.message}" if message else cert.message
+    if best is start_best and status != Status.OPTIMAL:
+        message = (f"{message}; the warm start is returned (certified rel_gap {cert.rel_gap:.3g}): "
+                   f"no iterate improved on it")
     note = _uniqueness_note(problem)
     if note:
         message = f"{message}; {note}" if message else note
