@@ -55,7 +55,12 @@ def test_a_tolerance_below_rounding_on_a_singular_system_does_not_diverge(column
     disjoint edges {2, 3} and {0, 5} of a 7-node graph, a right-hand side whose component means are
     zero up to rounding, and a tolerance below that rounding. The residual reached 8e-17 in one step,
     the next step's curvature was tiny but positive, and the iteration grew to overflow: a NaN flow
-    and a traceback from `certify`. Now the diverging step is undone and the column stops."""
+    and a traceback from `certify`. Now the diverging step is undone and the column stops.
+
+    The right-hand side is inconsistent by 1.1e-16 (entries 2 and 3), so a second step can still overshoot
+    the residual's range part by the ratio of its null-space part to it: on an Intel Xeon (OpenBLAS 0.3.31)
+    8e-17 -> 1e-14: the step length comes from the fixed null-space part, the overshoot stays at that
+    scale (no growth after it), and the residual is reported as it is."""
     edges = np.array([[2, 3], [0, 5]])
     D = np.zeros((2, 7))
     D[np.arange(2), edges[:, 0]], D[np.arange(2), edges[:, 1]] = 1.0, -1.0
@@ -68,7 +73,8 @@ def test_a_tolerance_below_rounding_on_a_singular_system_does_not_diverge(column
     assert np.isfinite(X).all() and iterations <= 2
     np.testing.assert_allclose(X, np.linalg.pinv(gram) @ B, atol=1e-15)
     true = np.linalg.norm(B - gram @ X, axis=0) if columnwise else np.linalg.norm(B - gram @ X)
-    assert np.all(true <= 1e-15) and np.all(np.asarray(residual) <= 1e-15)
+    assert np.all(true <= 1e-13)  # (||b|| = 3.2e-3; a divergence went to overflow)
+    np.testing.assert_allclose(residual, true, rtol=1e-5, atol=1e-16)  # the residual reported is the true one
 
 
 def test_deadline_and_max_iter_stop_early():
