@@ -191,7 +191,9 @@ def test_an_uncertified_schur_answer_is_returned_where_clarabel_would_be_too_slo
 def test_badly_scaled_data_stop_early_and_go_to_clarabel(monkeypatch):
     """Feature scales spanning 1e-3 .. 1e5 with one sample per node: the method's barrier
     parameter crawls (it has no equilibration); it stops within a few tens of steps, says why, and
-    solve_interior's Clarabel (Ruiz-equilibrated) certifies."""
+    solve_interior's Clarabel (Ruiz-equilibrated) answers. Its answer certified 1e-6 on an AMD EPYC
+    and 2.5e-6 on an Intel Xeon (OpenBLAS 0.3.31; Clarabel "Solved" at 1e-8 and 1e-11 alike): within
+    a few times tol either way, and `gtvcvx.solve` finishes from it."""
     rng = np.random.default_rng(0)
     n, d = 300, 4
     graph = g.graphs.knn(rng.normal(size=(n, 2)), 5)
@@ -206,5 +208,10 @@ def test_badly_scaled_data_stop_early_and_go_to_clarabel(monkeypatch):
         assert "barrier parameter fell less than" in alone.message
         monkeypatch.setattr(interior, "SCHUR_MIN_EDGES", 0)
         result = interior.solve_interior(problem, tol=1e-6)
-    assert result.status == Status.OPTIMAL and result.info["interior_backend"] == "clarabel"
+    assert result.info["interior_backend"] == "clarabel" and result.rel_gap <= 1e-5
+    assert result.status == (Status.OPTIMAL if result.rel_gap <= 1e-6 else Status.INACCURATE)
     assert result.info["interior_runs"]["schur"]["status"] == "inaccurate"
+    monkeypatch.setattr(interior, "SCHUR_MIN_EDGES", 10**9)
+    with np.errstate(all="ignore"):
+        final = g.solve(problem, tol=1e-6)
+    assert final.status == Status.OPTIMAL and final.info["method"].startswith("interior")
