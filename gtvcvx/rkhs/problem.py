@@ -151,14 +151,14 @@ class RKHSProblem:
     def Phi(self):
         """``Phi = (1/N) K^T diag(y)``, (M, N), stored like ``K``.
 
-        Sparse: the CSR layout of ``K^T`` is :attr:`K_columns`' CSC layout, so ``Phi`` scales its data and
-        shares its index arrays (one transpose of ``K`` instead of two; entries bit-identical to
-        ``(diag(y/N) K)^T``)."""
+        Sparse: the CSR layout of ``K^T`` is :attr:`K_columns`' CSC layout, so ``Phi`` is built from its
+        arrays (one transpose of ``K`` instead of two; entries bit-identical to ``(diag(y/N) K)^T``; the
+        index arrays copied, so that no in-place operation on one matrix can change the other)."""
         if self.dense:
             return self.PhiT.T
         columns = self.K_columns
         data = columns.data * (self.y / self.N)[columns.indices]
-        return sp.csr_matrix((data, columns.indices, columns.indptr), shape=(self.M, self.N))
+        return sp.csr_matrix((data, columns.indices.copy(), columns.indptr.copy()), shape=(self.M, self.N))
 
     @functools.cached_property
     def nonnegative(self) -> bool:
