@@ -578,8 +578,9 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
         best = start_best = (cert.rel_gap, W.copy(), kept(cert))
         if cert.rel_gap <= tol:
             status, message = Status.OPTIMAL, ""
-            if callback is not None:  # (the run's one check-point)
-                callback(IterationInfo(0, history[-1]["time"], W.copy(), cert.U.copy(), cert, omega, 0))
+            if callback is not None:  # (the run's one check-point; copies, as at the loop's check-points)
+                shown = dataclasses.replace(cert, U=cert.U.copy())
+                callback(IterationInfo(0, history[-1]["time"], W.copy(), shown.U, shown, omega, 0))
     iterations_to_run = 0 if status == Status.OPTIMAL else max_iter
 
     for iteration in range(1, iterations_to_run + 1):
