@@ -1231,7 +1231,7 @@ def balancing_shift(problem: GTVProblem, W, allowance: ResidualAllowance) -> np.
     n, d = problem.n, problem.d
     component, k = allowance.component, allowance.n_components
     segment = allowance.segment
-    eta = np.zeros((k, d))
+    eta, shifted = np.zeros((k, d)), W  # (shifted = W + eta at the components' nodes)
     value = segment @ loss.node_values(W)
     eye = np.eye(d)
     best_grad = np.full(k, np.inf)  # per component: the gradient's norm at eta
@@ -1239,7 +1239,6 @@ def balancing_shift(problem: GTVProblem, W, allowance: ResidualAllowance) -> np.
     # data are separable nothing bounds its shift)
     done, near = allowance.sizes < 2, np.zeros(k, dtype=bool)
     for _ in range(BALANCING_MAX_ITER):
-        shifted = W + eta[component]
         grad = segment @ loss.gradient(shifted)
         norm = np.sqrt(np.einsum("kd,kd->k", grad, grad))
         # near the minimizer f changes at rounding only: full steps while the gradient still halves
@@ -1269,9 +1268,10 @@ def balancing_shift(problem: GTVProblem, W, allowance: ResidualAllowance) -> np.
         if not moved.any():
             break
         eta = np.where(moved[:, None], eta + t[:, None] * step, eta)
-        if not np.isfinite(W + eta[component]).all():
+        shifted = W + eta[component]
+        if not np.isfinite(shifted).all():
             return None
-        value = segment @ loss.node_values(W + eta[component])
+        value = segment @ loss.node_values(shifted)
     return eta[component]
 
 

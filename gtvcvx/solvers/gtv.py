@@ -569,12 +569,7 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
         if np.may_share_memory(cert.U, U):  # (the loop writes U in place)
             cert = dataclasses.replace(cert, U=cert.U.copy())
         cert_time = last_cert = time.perf_counter() - c0
-        history.append({"iteration": 0, "time": time.perf_counter() - t_start, "primal": cert.primal,
-                        "dual": cert.dual, "gap": cert.gap, "rel_gap": cert.rel_gap, "restarts": 0, "omega": omega,
-                        "conservation": cert.residuals["conservation"],
-                        "capacity_scale": cert.residuals["capacity_scale"],
-                        "projection_iterations": cert.residuals["projection_iterations"],
-                        "certificate_time": cert_time})
+        history.append(_history_row(0, time.perf_counter() - t_start, cert, 0, omega, cert_time))
         best = start_best = (cert.rel_gap, W.copy(), kept(cert))
         if cert.rel_gap <= tol:
             status, message = Status.OPTIMAL, ""
@@ -634,12 +629,7 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
             # certify again once the residual has fallen by about what the gap still has to fall
             trigger = residual_trigger(tol, cert.rel_gap, trigger_exponent)
             elapsed = time.perf_counter() - t_start
-            history.append({"iteration": iteration, "time": elapsed, "primal": cert.primal, "dual": cert.dual,
-                            "gap": cert.gap, "rel_gap": cert.rel_gap, "restarts": restarts, "omega": omega,
-                            "conservation": cert.residuals["conservation"],
-                            "capacity_scale": cert.residuals["capacity_scale"],
-                            "projection_iterations": cert.residuals["projection_iterations"],
-                            "certificate_time": this_cert})
+            history.append(_history_row(iteration, elapsed, cert, restarts, omega, this_cert))
             if best is None or cert.rel_gap <= best[0]:  # ties (e.g. no finite bound yet): the latest
                 best = (cert.rel_gap, Wp.copy(), kept(cert))
             nonfinite = 0 if np.isfinite(cert.primal) else nonfinite + 1
@@ -769,6 +759,15 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
                            "step_fallbacks": step_fallbacks,
                            "certificate_time": cert_time, "recertified": recertified, "node_gaps": cert.node_gaps,
                            "edge_gaps": cert.edge_gaps})
+
+
+def _history_row(iteration: int, elapsed: float, cert: Certificate, restarts: int, omega: float,
+                 certificate_time: float) -> dict:
+    """One row of the core's ``history``: a check-point's certificate (row 0: a warm start's)."""
+    return {"iteration": iteration, "time": elapsed, "primal": cert.primal, "dual": cert.dual, "gap": cert.gap,
+            "rel_gap": cert.rel_gap, "restarts": restarts, "omega": omega,
+            "conservation": cert.residuals["conservation"], "capacity_scale": cert.residuals["capacity_scale"],
+            "projection_iterations": cert.residuals["projection_iterations"], "certificate_time": certificate_time}
 
 
 def _recertify(problem, best_gap, W_best, last, projector, tol):
