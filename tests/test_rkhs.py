@@ -641,17 +641,19 @@ def _full_dphi(t, sc, v, x, lam_minus_k, d, Bd, sigma, tau, tdelta):
     return -sc.c @ d + Bd @ zz + d @ mm + (lam_minus_k @ d + t * (d @ d)) / tau
 
 
+@pytest.mark.parametrize("ub", [0.8, np.inf])
 @pytest.mark.parametrize("seed", range(4))
-def test_ssnal_line_search_finds_the_root_over_every_atom(seed):
-    """The exact line search evaluates ``phi'`` only over the atoms that can leave the identity zone
-    of the prox in the searched range: its step is still the root of ``phi'`` summed over every
-    atom (a one-sided check at ``t (1 -/+ 1e-9)``)."""
+def test_ssnal_line_search_finds_the_root_over_every_atom(seed, ub):
+    """The exact line search walks the kinks of ``phi'`` of the atoms that can leave the identity zone
+    of the prox in the searched range and of the samples crossing the box's bounds (a soft and a hard
+    margin): its step is still the root of ``phi'`` summed over every atom (a one-sided check at
+    ``t (1 -/+ 1e-9)``)."""
     from gtvcvx.rkhs import solver as rs
 
     rng = np.random.default_rng(seed)
     M, N = 400, 60
     sigma, tau = 5.0, 0.3
-    sc = SimpleNamespace(s=1.0, ub=0.8, c=np.full(N, 0.9))
+    sc = SimpleNamespace(s=1.0, ub=ub, c=np.full(N, 0.9))
     tdelta = rng.uniform(0.01, 2.0, M)
     v = rng.uniform(-1.5, 1.5, M)
     v[: M // 2] *= 0.3  # many atoms deep in the identity zone

@@ -886,59 +886,79 @@ def _gradient_noise(sc, U, vA, x, ztA, lam_step, sigma, tau) -> float:
 
 
 def _line_search(sc, v, x, lam_minus_k, d, Bd, gd, sigma, tau, tdelta):
-    """Exact minimization of phi along d: root of the monotone piecewise-linear phi'(t).
+    r"""Exact minimization of phi along d: the root of the monotone piecewise-linear ``phi'(t)``.
 
-    An atom with ``|v_j| + T |Bd_j| <= s`` stays in the identity zone of the prox for every
-    ``t`` in ``[0, T]`` and adds nothing to ``phi'``: the evaluations run over the other atoms only
-    (on the benchmark instance a median of 143 of 3072 atoms for ``T = 1``), the set widened when
-    the search goes past ``T``.
+    ``phi'(t) = -c.d + Bd . zz(v + t Bd) + d . mm(x + t d) + (lkd + t d.d) / tau`` is continuous and
+    piecewise linear: an atom's term bends where ``v_j + t Bd_j`` crosses ``+-s`` or
+    ``+-s (1 + tdelta_j)`` (the edges of the prox's identity, clip and shrink zones), a sample's where
+    ``x_n + t d_n`` crosses 0 or ``C'``. So the root is found in one pass over the sorted kinks in
+    ``(lo, T]``: one evaluation of ``phi'`` inside the first segment gives its value and slope there,
+    each kink adds its known change of slope (``sigma Bd_j^2`` times the change of the zone's slope
+    1, ``tdelta_j / (1 + tdelta_j)`` or 0; ``sigma d_n^2`` for a sample entering or leaving the box),
+    and the cumulative sums give ``phi'`` at every kink; the root is in the first segment where it
+    turns nonnegative. A root past ``T`` (1 first) restarts the pass from ``T`` with ``T`` doubled.
+
+    An atom with ``|v_j| + T |Bd_j| <= s`` stays in the identity zone for every ``t`` in ``[0, T]`` and
+    adds nothing: the pass runs over the other atoms only (on the benchmark instance a median of 143
+    of 3072 atoms for ``T = 1``). Against the safeguarded Newton iteration on ``phi'`` it replaces (5.7
+    evaluations of ``phi'`` per step on the benchmark instance, 6.4 on the as-written hard margin at
+    N = 900), medians of five alternating processes, one BLAS thread: benchmark instance 0.450 -> 0.387 s,
+    hard margin (800 atoms, gamma = 25, eps = 1e-2) seeds 0, 1, 2: 1.97 -> 1.68, 0.55 -> 0.47,
+    0.39 -> 0.32 s, with the same Newton steps (163; 958, 451 / 450, 291).
     """
     s, ub = sc.s, sc.ub
-    cd = sc.c @ d
-    dd = d @ d
-    lkd = lam_minus_k @ d
+    const = lam_minus_k @ d / tau - sc.c @ d  # phi'(t) = const + t d.d / tau + (the zones' terms)
+    dd_tau = (d @ d) / tau
     v_abs, Bd_abs = np.abs(v), np.abs(Bd)
-    reach = [0.0, None]  # (T, the atoms that may leave the identity zone for t in [0, T])
-
-    def atoms(t):
-        if t > reach[0]:
-            T = max(1.0, 2.0 * t)
-            A = np.flatnonzero(v_abs + T * Bd_abs > s)
-            reach[:] = [T, (v[A], Bd[A], tdelta[A])]
-        return reach[1]
-
-    def dphi(t):
-        vA, BdA, tdA = atoms(t)
-        vv = vA + t * BdA
-        xx = x + t * d
+    moving = d != 0.0
+    x_m, d_m = x[moving], d[moving]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sample_kinks = np.concatenate([-x_m / d_m, (ub - x_m) / d_m])
+    # crossing 0 upward leaves the outside (slope -1), crossing C' upward enters it (+1); reversed downward
+    sample_weight = sigma * np.sign(d_m) * d_m * d_m
+    sample_jumps = np.concatenate([-sample_weight, sample_weight])
+    lo, T = 0.0, 1.0
+    for _ in range(64):
+        A = np.flatnonzero(v_abs + T * Bd_abs > s)
+        vA, BdA, tdA = v[A], Bd[A], tdelta[A]
+        outer = s * (1.0 + tdA)
+        q = tdA / (1.0 + tdA)
+        nz = BdA != 0.0
+        vN, bN, oN, qN = vA[nz], BdA[nz], outer[nz], q[nz]
+        atom_kinks = np.concatenate([(s - vN) / bN, (-s - vN) / bN, (oN - vN) / bN, (-oN - vN) / bN])
+        weight = sigma * np.sign(bN) * bN * bN
+        atom_jumps = np.concatenate([weight, -weight, weight * (qN - 1.0), weight * (1.0 - qN)])
+        kinks = np.concatenate([atom_kinks, sample_kinks])
+        jumps = np.concatenate([atom_jumps, sample_jumps])
+        inside = (kinks > lo) & (kinks <= T)
+        kinks, jumps = kinks[inside], jumps[inside]
+        order = np.argsort(kinks, kind="stable")
+        kinks, jumps = kinks[order], jumps[order]
+        first = kinks[0] if kinks.size else T
+        mid = 0.5 * (lo + first)
+        # phi' and its slope at a point inside the first segment (no zone changes between lo and first)
+        vv = vA + mid * BdA
         a = np.abs(vv)
-        zone_clip = (a > s) & (a <= s * (1.0 + tdA))
-        zone_shrink = a > s * (1.0 + tdA)
-        zz = sigma * np.where(zone_clip, vv - np.sign(vv) * s, np.where(zone_shrink, vv * tdA / (1.0 + tdA), 0.0))
-        curv = sigma * np.where(zone_clip, 1.0, np.where(zone_shrink, tdA / (1.0 + tdA), 0.0))
-        outside = (xx < 0.0) | (xx > ub)
-        mm = sigma * (xx - np.clip(xx, 0.0, ub))
-        val = -cd + BdA @ zz + d @ mm + (lkd + t * dd) / tau
-        slope = (curv * BdA) @ BdA + sigma * (d[outside] @ d[outside]) + dd / tau
-        return val, slope
-
-    lo, hi = 0.0, np.inf
-    t = 1.0
-    for _ in range(40):
-        f, slope = dphi(t)
-        if abs(f) <= 1e-12 * max(abs(gd), 1e-300):
-            break
-        if f < 0:
-            lo = t
-        else:
-            hi = t
-        if np.isfinite(hi) and hi - lo <= 1e-12 * hi:
-            break
-        tn = t - f / slope if slope > 0 else np.inf
-        if not (lo < tn < hi):
-            tn = 0.5 * (lo + hi) if np.isfinite(hi) else 2.0 * max(t, lo)
-        t = tn
-    return t
+        clip = (a > s) & (a <= outer)
+        shrink = a > outer
+        zz = sigma * np.where(clip, vv - np.sign(vv) * s, np.where(shrink, vv * q, 0.0))
+        curv = sigma * np.where(clip, 1.0, np.where(shrink, q, 0.0))
+        xx = x + mid * d
+        out = (xx < 0.0) | (xx > ub)
+        value_mid = const + mid * dd_tau + BdA @ zz + d @ (sigma * (xx - np.clip(xx, 0.0, ub)))
+        slope0 = curv @ (BdA * BdA) + sigma * (d[out] @ d[out]) + dd_tau
+        # phi' at the segment ends lo, kinks..., T and the slope after each
+        ends = np.concatenate([[lo], kinks, [T]])
+        slopes = slope0 + np.concatenate([[0.0], np.cumsum(jumps)])
+        values = (value_mid - slope0 * (mid - lo)) + np.concatenate([[0.0], np.cumsum(slopes * np.diff(ends))])
+        hit = np.flatnonzero(values[1:] >= 0.0)
+        if hit.size:
+            i = int(hit[0])  # the root is in (ends[i], ends[i + 1]]
+            if slopes[i] <= 0.0:
+                return float(ends[i + 1])
+            return float(min(max(ends[i] - values[i] / slopes[i], ends[i]), ends[i + 1]))
+        lo, T = T, 2.0 * T
+    return float(T)
 
 
 #: The atom weights over which SSNAL's soft-margin ``tau_factor`` rule was measured (see :func:`solve_dual`'s
