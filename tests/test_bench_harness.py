@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from gtvcvx.bench.harness import run_isolated
+from gtvcvx.bench.harness import Run, median_run, run_isolated
 from gtvcvx.memory import reset_peak_rss
 
 
@@ -37,3 +37,15 @@ def test_clustering_bench_million_seeds_are_parsed_with_clear_errors():
     for bad in ("", "a", "1,-2", "1.5"):
         with pytest.raises(SystemExit, match="--million-seeds"):
             million_seeds(bad)
+
+
+def test_median_run_is_the_middle_wall_and_keeps_every_wall():
+    runs = [Run("fast", True, wall, 100.0 + wall, 50.0, {"dual": wall}) for wall in (0.9, 0.4, 0.5, 0.7)]
+    middle = median_run(runs)
+    assert middle.wall == 0.5 and middle.data["dual"] == 0.5  # the lower middle of four, its own data
+    assert middle.data["runs"] == 4 and middle.data["walls"] == [0.9, 0.4, 0.5, 0.7]
+    assert median_run(runs[:3]).wall == 0.5
+    failed = Run("fast", False, error="run timed out")
+    assert median_run(runs + [failed]) is failed  # a failure is reported, not hidden by the others
+    with pytest.raises(ValueError, match="at least one run"):
+        median_run([])

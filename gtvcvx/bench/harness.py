@@ -26,7 +26,7 @@ from ..losses import _compiled
 from ..penalties import _compiled as _penalty_kernels
 from ..solvers import _edge_kernels, _node_kernels
 
-__all__ = ["Run", "run_isolated", "ratio", "best_peer", "PEER_MATCH", "write_bench_report", "publish", "format_table",
+__all__ = ["Run", "run_isolated", "median_run", "ratio", "best_peer", "PEER_MATCH", "write_bench_report", "publish", "format_table",
            "bytes_bound", "stream_bandwidth", "warm_compiled_kernels"]
 
 
@@ -116,6 +116,24 @@ def measured(bar, label: str, builder, builder_kwargs: dict, call, call_kwargs: 
         return run_isolated(label, builder, builder_kwargs, call, call_kwargs, timeout=timeout)
     finally:
         bar.advance()
+
+
+def median_run(runs: list[Run]) -> Run:
+    """The run of median wall time among repeated runs of one configuration (the lower middle of an even
+    count), its ``data`` extended with ``runs`` and every run's ``walls``; the first failed run if any failed.
+
+    Repeats in fresh processes, alternated with the other configurations, are how a shared machine's
+    drift is kept out of a ratio: a single run of a sub-second solve moved by 30 % between runs here.
+    """
+    if not runs:
+        raise ValueError("median_run needs at least one run")
+    failed = [r for r in runs if not r.ok]
+    if failed:
+        return failed[0]
+    ordered = sorted(runs, key=lambda r: r.wall)
+    middle = ordered[(len(ordered) - 1) // 2]
+    data = dict(middle.data, runs=len(runs), walls=[r.wall for r in runs])
+    return Run(middle.label, True, middle.wall, middle.peak_mb, middle.baseline_mb, data)
 
 
 def ratio(slow: float, fast: float) -> float:

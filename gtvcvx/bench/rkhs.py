@@ -16,7 +16,7 @@ import numpy as np
 
 from . import _rkhs_svc
 from ..progress import Progress
-from .harness import format_table, measured, ratio, write_bench_report
+from .harness import format_table, measured, median_run, ratio, write_bench_report
 
 NAME = "rkhs"
 HELP = "kernel-sparse RKHS dual (N = 900, ~3000 atoms): fast core vs CVXPY+CLARABEL and CVXPY+SCS"
@@ -46,6 +46,9 @@ def add_arguments(parser) -> None:
                         help="time limit of the restarted-PDHG evidence run, seconds (0 skips it; default: 120)")
     parser.add_argument("--scs-time", type=float, default=900.0, help="SCS time limit, seconds (default: 900)")
     parser.add_argument("--timeout", type=float, default=3600.0, help="kill a run after this many seconds")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="fresh-process runs of the fast core and of CLARABEL, alternated; each row is the "
+                             "median run (SCS and PDHG, time-limited, run once; default: 3)")
     parser.add_argument("--threads", type=int, default=1,
                         help="BLAS threads in every run (default: 1)")
     parser.add_argument("--svc", action="store_true",
@@ -105,24 +108,34 @@ def run(args) -> int:
     # the fast core stops on (P - D)/(1 + |P| + |D|); with P ~ D this bounds the dual error by
     # about 2 * tol relative to |D|, so ask for tol = match / 2.5 to match the dual to `match`.
     fast_tol = args.match / 2.5
-    plan = [("fast (SSNAL)", call_fast, {"method": "ssnal", "tol": fast_tol}),
-            ("CVXPY+CLARABEL", call_cvxpy, {"solver": "CLARABEL"}),
-            ("CVXPY+SCS", call_cvxpy, {"solver": "SCS", "opts": {"time_limit": args.scs_time}})]
+    if args.repeats < 1:
+        raise ValueError(f"--repeats must be a positive integer, got {args.repeats}")
+    # (label, call, its arguments, runs): the time-limited evidence runs once, the timed pair alternated
+    plan = [("fast (SSNAL)", call_fast, {"method": "ssnal", "tol": fast_tol}, args.repeats),
+            ("CVXPY+CLARABEL", call_cvxpy, {"solver": "CLARABEL"}, args.repeats),
+            ("CVXPY+SCS", call_cvxpy, {"solver": "SCS", "opts": {"time_limit": args.scs_time}}, 1)]
     if args.pdhg_time > 0:
         plan.insert(1, ("fast (restarted PDHG)", call_fast, {"method": "pdhg", "tol": fast_tol,
-                                                             "time_limit": args.pdhg_time}))
+                                                             "time_limit": args.pdhg_time}, 1))
     started = time.strftime("%Y-%m-%d %H:%M")
-    runs = []
-    bar = Progress(len(plan))
+    repeated = {label: [] for label, *_ in plan}
+    bar = Progress(sum(n for *_, n in plan))
     try:
-        for label, call, call_kw in plan:
-            r = measured(bar, label, build_instance, kw, call, call_kw, timeout=args.timeout)
-            runs.append(r)
-            d = r.data
-            bar.note(f"[bench rkhs] {label}: {'ok' if r.ok else 'FAILED ' + r.error} wall={r.wall:.2f}s "
-                     f"peak={r.peak_mb:.0f}MiB status={d.get('status')} dual={d.get('dual')} rel_gap={d.get('rel_gap')}")
+        for round_ in range(max(n for *_, n in plan)):
+            for label, call, call_kw, n in plan:
+                if round_ >= n or (repeated[label] and not repeated[label][-1].ok):
+                    continue
+                shown = f"{label} (run {round_ + 1} of {n})" if n > 1 else label
+                r = measured(bar, shown, build_instance, kw, call, call_kw, timeout=args.timeout)
+                r.label = label
+                repeated[label].append(r)
+                d = r.data
+                bar.note(f"[bench rkhs] {shown}: {'ok' if r.ok else 'FAILED ' + r.error} wall={r.wall:.2f}s "
+                         f"peak={r.peak_mb:.0f}MiB status={d.get('status')} dual={d.get('dual')} "
+                         f"rel_gap={d.get('rel_gap')}")
     finally:
         bar.close()
+    runs = [median_run(repeated[label]) for label, *_ in plan]
     duals = [r.data.get("dual", float("nan")) for r in runs if r.ok]
     finite = [v for v in duals if np.isfinite(v)]
     best = max(finite) if finite else float("nan")
@@ -133,7 +146,9 @@ def run(args) -> int:
         rows.append({
             "solver": r.label, "status": d.get("status", "crashed" if not r.ok else ""),
             "setup_s": d.get("setup_time", float("nan")), "solve_s": d.get("solve_time", float("nan")),
-            "wall_s": r.wall, "peak_mb": r.peak_mb, "extra_mb": r.extra_mb, "dual": dual,
+            "wall_s": r.wall, "runs": d.get("runs", 1),
+            "wall_range_s": (f"{min(d['walls']):.3g}-{max(d['walls']):.3g}" if len(d.get("walls", ())) > 1 else ""),
+            "peak_mb": r.peak_mb, "extra_mb": r.extra_mb, "dual": dual,
             "dual_error": (best - dual) / max(1.0, abs(best)) if np.isfinite(dual) else float("nan"),
             "certified_rel_gap": d.get("rel_gap", float("nan")), "iterations": d.get("iterations"),
             "newton_steps": d.get("newton_steps"), "n_kernels": d.get("n_kernels"), "n_critical": d.get("n_critical"),
@@ -146,7 +161,7 @@ def run(args) -> int:
 
     probe = build_instance(**kw)
     n_atoms, density = probe.M, probe.density
-    cols = ["solver", "status", "setup_s", "solve_s", "wall_s", "peak_mb", "extra_mb", "dual", "dual_error",
+    cols = ["solver", "status", "setup_s", "solve_s", "wall_s", "runs", "wall_range_s", "peak_mb", "extra_mb", "dual", "dual_error",
             "certified_rel_gap", "iterations", "newton_steps", "n_kernels", "n_critical", "time_ratio_vs_fast",
             "memory_ratio_vs_fast"]
     clar = next((r for r in rows if r["solver"] == "CVXPY+CLARABEL"), None)
@@ -155,11 +170,14 @@ def run(args) -> int:
         f"## rkhs: kernel-sparse classifier dual ({'quick' if args.quick else 'full'} instance)",
         "",
         f"Command: `gtvcvx bench rkhs{' --quick' if args.quick else ''} --pdhg-time {args.pdhg_time:g} "
-        f"--scs-time {args.scs_time:g} --threads {args.threads} --out {args.out}` (started {started}). "
+        f"--scs-time {args.scs_time:g} --threads {args.threads} --repeats {args.repeats} --out {args.out}` "
+        f"(started {started}). "
         f"Instance: the paper's two ellipses, N = {kw['n']} samples (seed {args.seed}), a "
         f"{kw['points_per_dim']} x {kw['points_per_dim']} grid of centers at widths {list(kw['widths'])} "
         f"= {n_atoms} atoms, kernel entries below 1e-6 dropped (density {density:.1%}); gamma = {args.gamma:g}, "
-        f"eps = {args.eps:g}, C = {args.C:g}. Every run is a fresh spawned process; data, dictionary and "
+        f"eps = {args.eps:g}, C = {args.C:g}. Every run is a fresh spawned process; the fast core and CLARABEL "
+        f"ran {args.repeats} times each, alternated, and a row is the run of median wall time (`runs`, "
+        "`wall_range_s`: the spread); SCS and PDHG, time-limited, ran once. Data, dictionary and "
         "kernel matrix are built before the clock starts; `setup_s` is the fast core's setup or CVXPY's "
         "compilation, `solve_s` the solver, `wall_s` both. `dual` is the dual objective re-evaluated by gtvcvx "
         f"at the returned (projected) multipliers; `dual_error` = (best - dual) / max(1, |best|) with best = "
@@ -182,7 +200,8 @@ def run(args) -> int:
                      f"{pd_row['status']}, certified relative gap {pd_row['certified_rel_gap']:.2g} after "
                      f"{pd_row['wall_s']:.0f} s; this is why SSNAL is the fast core's default.")
     lines += [
-        f"* All runs use {args.threads} BLAS thread(s); the ratios come from this one run (load average "
+        f"* All runs use {args.threads} BLAS thread(s); the ratios are of the median runs of this one "
+        f"invocation (load average "
         f"{_load_average()} when it ended).",
     ]
     for r in rows:
