@@ -664,7 +664,7 @@ def test_ssnal_line_search_finds_the_root_over_every_atom(seed, ub):
         d, Bd = -d, -Bd
         args = (sc, v, x, lam_minus_k, d, Bd, sigma, tau, tdelta)
     gd = _full_dphi(0.0, *args)
-    t = rs._line_search(sc, v, x, lam_minus_k, d, Bd, gd, sigma, tau, tdelta)
+    t = rs._line_search(sc, v, x, lam_minus_k, d, Bd, sigma, tau, tdelta)
     assert t > 0
     assert _full_dphi(t * (1.0 - 1e-9), *args) <= 1e-9 * abs(gd) <= _full_dphi(t * (1.0 + 1e-9), *args) + 2e-9 * abs(gd)
 
@@ -689,8 +689,8 @@ def test_ssnal_line_search_counts_the_atoms_that_enter_past_t_1():
     x, d = np.full(N, 5.0), np.full(N, 3.0)  # (the samples stay inside [0, ub]: no box terms)
     lam_minus_k = np.zeros(N)
     args = (sc, v, x, lam_minus_k, d, Bd, sigma, 1e12, tdelta)
-    gd = _full_dphi(0.0, *args)  # -c.d = -6
-    t = rs._line_search(sc, v, x, lam_minus_k, d, Bd, gd, sigma, 1e12, tdelta)
+    assert _full_dphi(0.0, *args) == pytest.approx(-6.0)  # -c.d: a descent direction, no atom active at t = 0
+    t = rs._line_search(sc, v, x, lam_minus_k, d, Bd, sigma, 1e12, tdelta)
     expected = brentq(lambda u: -6.0 + sigma * b**2 * np.maximum(u - crossing, 0.0).sum(), 0.5, 10.0, xtol=1e-14)
     assert 2.0 < expected < 3.0
     assert t == pytest.approx(expected, rel=1e-8)

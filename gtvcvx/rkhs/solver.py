@@ -885,7 +885,7 @@ def _gradient_noise(sc, U, vA, x, ztA, lam_step, sigma, tau) -> float:
     return float(16.0 * _EPS * np.linalg.norm(terms))
 
 
-def _line_search(sc, v, x, lam_minus_k, d, Bd, gd, sigma, tau, tdelta):
+def _line_search(sc, v, x, lam_minus_k, d, Bd, sigma, tau, tdelta):
     r"""Exact minimization of phi along d: the root of the monotone piecewise-linear ``phi'(t)``.
 
     ``phi'(t) = -c.d + Bd . zz(v + t Bd) + d . mm(x + t d) + (lkd + t d.d) / tau`` is continuous and
@@ -1028,7 +1028,7 @@ def _ssnal(sc, tracker, lam, z, max_iter, *, sigma0=10.0, sigma_growth=2.0, sigm
             gd = float(g @ d)
             if gd >= 0:  # not a descent direction (numerical trouble): fall back to the gradient
                 d, Bd, gd = -g, sc.B_mul(-g), -gn * gn
-            t = _line_search(sc, v, x, lam - lam_k, d, Bd, gd, sigma, tau, tdelta)
+            t = _line_search(sc, v, x, lam - lam_k, d, Bd, sigma, tau, tdelta)
             newton_total += 1
             if t * float(np.max(np.abs(d))) <= 4.0 * _EPS * float(np.max(np.abs(lam), initial=0.0)):
                 at_noise = True
