@@ -696,6 +696,21 @@ def test_ssnal_line_search_counts_the_atoms_that_enter_past_t_1():
     assert t == pytest.approx(expected, rel=1e-8)
 
 
+def test_a_cold_start_ssnal_solve_never_builds_phi_transpose():
+    """``Phi^T`` (as large as ``Phi``: 13 MB on the bench instance) serves SSNAL only for ``mu = c - B^T z``
+    at a warm start; a cold start skips it, with the same answer as a start from an explicit ``z0 = 0``."""
+    data = ellipses(120, seed=3)
+    D = Dictionary.grid(ELLIPSE_BOX, 12, (0.3,), threshold=1e-3)
+    p = RKHSProblem(data.X, data.y, D, 0.5, 0.1, 10.0)
+    assert not p.dense
+    cold = solve_dual(p, tol=1e-8, record_history=False)
+    assert cold.status == Status.OPTIMAL
+    assert "PhiT" not in vars(p)  # (a cached property: built on first use only)
+    warm = solve_dual(p, tol=1e-8, record_history=False, z0=np.full(p.M, 1e-3))
+    assert "PhiT" in vars(p) and warm.status == Status.OPTIMAL
+    assert abs(warm.dual - cold.dual) <= 1e-7 * (1.0 + abs(cold.dual))
+
+
 def test_sparse_decision_over_few_atoms_is_the_full_product():
     data = ellipses(120, seed=3)
     D = Dictionary.grid(ELLIPSE_BOX, 12, (0.3,), threshold=1e-3)

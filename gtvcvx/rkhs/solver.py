@@ -982,7 +982,9 @@ def _ssnal(sc, tracker, lam, z, max_iter, *, sigma0=10.0, sigma_growth=2.0, sigm
     s, ub, Delta = sc.s, sc.ub, sc.Delta
     if z is None:
         z = np.zeros(M)
-    mu = sc.c - sc.BT_mul(z)  # stationarity of the Lagrangian in lambda
+    # stationarity of the Lagrangian in lambda (a cold start's B^T 0 skipped: a sparse problem's Phi^T,
+    # 13 MB on the bench instance, is then never built)
+    mu = sc.c - sc.BT_mul(z) if np.any(z) else sc.c.copy()
     sigma = float(sigma0)
     newton_total = 0
     status, message = None, ""
