@@ -171,6 +171,22 @@ def test_working_set_reaches_the_full_problems_optimum(monkeypatch, hard, pilot)
     assert grown.dual == pytest.approx(whole.dual, rel=1e-6)
 
 
+def test_a_working_set_far_from_its_round_at_max_iter_ends_the_rounds(monkeypatch):
+    """A hard margin on overlapping classes (the margins need huge coefficients) leaves each working set at
+    ``max_iter`` far above its round's tolerance: the rounds stop after the first instead of growing the set
+    and running ``max_iter`` again per round (four rounds, 221 s, at N = 2000 with the defaults)."""
+    import gtvcvx.rkhs.solver as solver
+
+    monkeypatch.setattr(solver, "WORKING_SET_INITIAL", 60)
+    data = rdata.ellipses(240, noise=0.6, seed=0)
+    p = RKHSProblem(data.X, data.y, Dictionary.grid(rdata.ELLIPSE_BOX, 8, [1.0]), 0.5, 0.1, None)
+    r = solve_dual(p, tol=1e-6, working_set=True, max_iter=4, record_history=False)
+    rounds = r.info["working_set_rounds"]
+    assert str(r.status) == "max_iter" and len(rounds) == 1 and rounds[0]["status"] == "max_iter"
+    assert "the rounds stop there" in r.message and f"working set of {rounds[0]['samples']} samples" in r.message
+    assert not r.rel_gap <= 1e-2  # (the gap the first set reached: far from its round's 1e-3)
+
+
 def test_working_set_agrees_with_clarabel_and_is_chosen_by_size(monkeypatch):
     import gtvcvx.rkhs.solver as solver
     from gtvcvx.rkhs.solver import solve_problem
