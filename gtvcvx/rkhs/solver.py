@@ -681,9 +681,8 @@ def _solve_working_set(problem, *, method, tol, max_iter, time_limit, lam0, z0, 
             # far from even this round's tolerance: growing the set from its point would repeat max_iter per round
             status = Status.MAX_ITER
             message = (f"the working set of {idx.size} samples stopped at max_iter ({res.iterations} iterations) "
-                       f"with its own rel_gap "
-                       f"{res.rel_gap:.3g} (this round asked {round_tol:g}), so the rounds stop there instead of "
-                       "solving larger sets from it")
+                       f"with its own rel_gap {res.rel_gap:.3g} (this round asked {round_tol:g}), so the rounds "
+                       "stop there instead of solving larger sets from it")
         elif tracker.out_of_time():
             status, message = Status.TIME_LIMIT, f"time limit of {time_limit:g} s reached (rel_gap {rel:.3g})"
         elif violators.sum() <= 0.05 * idx.size and round_tol > tol and res.status == Status.OPTIMAL:
