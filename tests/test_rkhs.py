@@ -698,7 +698,7 @@ def test_ssnal_line_search_counts_the_atoms_that_enter_past_t_1():
 
 def test_a_cold_start_ssnal_solve_never_builds_phi_transpose():
     """``Phi^T`` (as large as ``Phi``: 13 MB on the bench instance) serves SSNAL only for ``mu = c - B^T z``
-    at a warm start; a cold start skips it, with the same answer as a start from an explicit ``z0 = 0``."""
+    at a warm start; a cold start skips it, and a warm start (which needs it) reaches the same optimum."""
     data = ellipses(120, seed=3)
     D = Dictionary.grid(ELLIPSE_BOX, 12, (0.3,), threshold=1e-3)
     p = RKHSProblem(data.X, data.y, D, 0.5, 0.1, 10.0)
