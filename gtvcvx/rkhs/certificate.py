@@ -25,7 +25,7 @@ from .._validation import as_float_array, check_nonnegative_scalar
 from ..results import relative_gap, resolution_message
 from .problem import RKHSProblem, phi_conjugate
 
-__all__ = ["RKHSCertificate", "certify", "hard_margin_feasible_point"]
+__all__ = ["RKHSCertificate", "certify", "envelope_bound", "hard_margin_feasible_point"]
 
 
 @dataclass
@@ -391,6 +391,21 @@ def _primal_rounding(problem: RKHSProblem, alpha, f, value: float) -> float:
     if p.C is not None:
         rounding += _hinge_rounding(p, alpha, f)
     return rounding
+
+
+def envelope_bound(problem: RKHSProblem, alpha) -> tuple[float, float]:
+    """``(bound, allowance)``: the computed envelope objective at ``alpha`` plus a bound on its own rounding
+    (:func:`_primal_rounding`), so that ``bound >= P_env(alpha)`` exactly, as every certified primal value is.
+
+    For a point known to be margin-feasible (e.g. :func:`hard_margin_feasible_point`'s) that does not go
+    through :func:`certify`; ``bound`` is ``inf`` when a hard margin is violated in floating point.
+    """
+    f = problem.decision(alpha)
+    value = problem.envelope_objective(alpha, f)
+    if not np.isfinite(value):
+        return float("inf"), 0.0
+    rounding = _primal_rounding(problem, alpha, f, value)
+    return value + rounding, rounding
 
 
 def _rescaling_may_pay(problem: RKHSProblem, alpha, f, best_bound: float) -> bool:

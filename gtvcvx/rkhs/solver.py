@@ -27,7 +27,7 @@ from scipy.linalg.lapack import dpotrf, dpotrs
 from .._restart import restart_due, updated_primal_weight
 from .._validation import check_positive_int, check_positive_number, check_time_limit
 from ..results import Status, gap_stalled, out_of_reach_message, resolution_message, tol_out_of_reach
-from .certificate import RKHSCertificate, certify, hard_margin_feasible_point
+from .certificate import RKHSCertificate, certify, envelope_bound, hard_margin_feasible_point
 from .problem import RKHSProblem
 from .result import DEFAULT_CRITICAL_TOL, RKHSResult, critical_mask
 
@@ -221,9 +221,10 @@ class _Tracker:
         self.lp_result = (feasible, message)
         if feasible:
             self.feasible_alpha = alpha
-            value = self.p.envelope_objective(alpha)
-            if value < self.best_primal:
-                self.best_primal, self.best_alpha = value, alpha
+            # with its rounding allowance, as a certificate's point (the bare float64 value can be an ulp below)
+            bound, rounding = envelope_bound(self.p, alpha)
+            if bound < self.best_primal:
+                self.best_primal, self.best_alpha, self.best_primal_rounding = bound, alpha, rounding
         return feasible is False
 
 
