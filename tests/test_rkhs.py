@@ -263,10 +263,9 @@ def test_ssnal_soft_margin_rule_is_not_extrapolated_to_huge_atom_weights():
     assert r.status == Status.OPTIMAL and r.rel_gap <= 1e-4
 
 
-def _tiny_weights_problem(C):
+def _tiny_weights_problem(C, scale=1e-3):
     """Samples at the scale 1e-3 on a grid dictionary: cell-volume weights Delta ~ 1.3e-5, all 128 atoms
     in the shrink zone, multipliers ~ 3e8."""
-    scale = 1e-3
     data = ellipses(120, seed=2)
     D = Dictionary.grid(np.asarray(ELLIPSE_BOX) * scale, 8, (2.0 * scale, 4.0 * scale), threshold=1e-6)
     return RKHSProblem(data.X * scale, data.y, D, 0.5, 0.1, C)
@@ -276,9 +275,11 @@ def _tiny_weights_problem(C):
 def test_active_set_polish_finishes_a_run_whose_iterates_stall(monkeypatch, C):
     """Grid weights ~1e-5: SSNAL's dual converges but its primal lags, and the run stalled at sigma_max at a
     certified gap of 9e-6 (C = 1e8: 4e-6). Solving the optimality conditions on the active sets of the best
-    point certifies ~3e-12; with the polish off the run still stops ``inaccurate``."""
+    point certifies ~3e-12; with the polish off the run still stops ``inaccurate``. (In the problem's own
+    units: in those of :func:`weight_scale` SSNAL certifies by itself, see the next test.)"""
     from gtvcvx.rkhs import solver as rs
 
+    monkeypatch.setattr(rs, "UNIT_BAND", (0.0, np.inf))
     p = _tiny_weights_problem(C)
     r = solve_dual(p, tol=1e-9, record_history=False)
     assert r.status == Status.OPTIMAL and r.rel_gap <= 1e-9 and r.info["polished_rel_gap"] <= 1e-9
@@ -288,11 +289,55 @@ def test_active_set_polish_finishes_a_run_whose_iterates_stall(monkeypatch, C):
     assert unpolished.info["polished_rel_gap"] is None
 
 
+@pytest.mark.parametrize("C, scale", [(None, 1e-3), (1e8, 1e-3), (None, 1e-4)])
+def test_tiny_grid_weights_are_solved_in_units_of_their_multipliers(monkeypatch, C, scale):
+    """Grid weights ~1e-5 (samples at the scale 1e-3) ask for multipliers ~3e8: in the problem's own units
+    SSNAL stalled at sigma_max (certified 9e-6, rescued by the active-set polish after ~150 Newton steps);
+    at the scale 1e-4 (weights 1.3e-7) it stalled at a gap of 0.49, which the polish could not rescue, and
+    its message said to loosen tol. In the units of :func:`weight_scale` (multipliers of order one) SSNAL
+    certifies by itself in ~20 steps; results and history are the problem's own (certified on it)."""
+    from gtvcvx.rkhs import solver as rs
+
+    p = _tiny_weights_problem(C, scale)
+    assert rs.weight_scale(p) == pytest.approx(np.median(p.Delta), rel=1e-12)
+    r = solve_dual(p, tol=1e-9)
+    assert r.status == Status.OPTIMAL and r.rel_gap <= 1e-9 and r.info["polished_rel_gap"] is None
+    assert (r.history["dual"].iloc[-1], r.history["primal"].iloc[-1]) == (r.dual, r.primal)
+    monkeypatch.setattr(rs, "UNIT_BAND", (0.0, np.inf))
+    own = solve_dual(p, tol=1e-9, record_history=False)
+    assert r.info["newton_steps"] < 0.5 * own.info["newton_steps"]
+    if own.status == Status.OPTIMAL:  # (polished)
+        assert abs(own.dual - r.dual) <= 2e-9 * (1.0 + abs(r.dual))
+    else:  # stalled far above the certificate's resolution: the message says it is not tol's fault
+        assert own.status == Status.INACCURATE and own.rel_gap > 0.1
+        assert "the iterates, not the certificate" in own.message and "loosen tol" not in own.message
+        assert own.primal >= r.primal - 1e-9 * (1.0 + abs(r.primal)) and own.dual <= r.dual + 1e-9 * abs(r.dual)
+
+
+def test_weight_scale_is_the_inverse_of_the_multipliers_expected_size():
+    """``1 / kappa = min(max(1 / median(Delta), s), C)``: the margins ask for multipliers ~ 1 / Delta, an atom
+    enters at ``|abar| = s``, a soft margin caps them at C; inside the band the problem is solved as given."""
+    from gtvcvx.rkhs import solver as rs
+
+    def problem(weight, gamma, C):
+        data = ellipses(20, seed=0)
+        D = Dictionary.from_samples(data.X, 1.0, weights=weight)
+        return RKHSProblem(data.X, data.y, D, gamma, 0.1, C)
+
+    assert rs.weight_scale(problem(1e-6, 0.5, None)) == pytest.approx(1e-6)  # margins: multipliers ~1e6
+    assert rs.weight_scale(problem(1e-6, 0.5, 10.0)) == 1.0  # capped at C = 10: in the band
+    assert rs.weight_scale(problem(1e-6, 0.5, 1e5)) == pytest.approx(1e-5)
+    assert rs.weight_scale(problem(1e9, 25.0, 1e3)) == 1.0  # sparsity: multipliers ~ s = 7
+    assert rs.weight_scale(problem(1e9, 1e-12, None)) == pytest.approx(1.0 / np.sqrt(2e-12))  # s = 1.4e-6
+    assert rs.weight_scale(problem(0.79, 0.5, 1e3)) == 1.0
+
+
 def test_a_polish_that_misses_changes_nothing(monkeypatch):
     """A polished point from wrong active sets is certified like any other and, being worse, kept by nobody:
     the run's bounds, status and message are those it had."""
     from gtvcvx.rkhs import solver as rs
 
+    monkeypatch.setattr(rs, "UNIT_BAND", (0.0, np.inf))  # (the problem's own units, where its run stalls)
     p = _tiny_weights_problem(None)
     monkeypatch.setattr(rs, "POLISH_MAX_UNKNOWNS", 0)
     plain = solve_dual(p, tol=1e-9, record_history=False)
