@@ -187,6 +187,30 @@ def test_a_working_set_far_from_its_round_at_max_iter_ends_the_rounds(monkeypatc
     assert not r.rel_gap <= 1e-2  # (the full problem's certified gap: far from tol, as the status says)
 
 
+def test_a_working_set_rounds_message_says_whose_it_is():
+    """Found by a hostile survey (N = 2,000-3,000, grids at random weights): a hard margin whose second round,
+    warm-started by the rounds from the first round's point, stalled and ran again from zero ended with "the
+    warm start (lam0 / z0) stalled far from tol: restarted from zero; SSNAL stalled: ... rel_gap stayed at
+    0.0461", where the caller gave no warm start and the run's own gap was 0.011. A quoted round's message now
+    says it is that working set's and names the rounds' warm start."""
+    rng = np.random.default_rng(5474)  # the survey's instance: features at 0.01, weights 0.054, eps 0.01
+    n = int(rng.integers(2000, 3000))
+    scale = 10.0 ** rng.integers(-3, 4)
+    X = rng.uniform(-1, 1, size=(n, 2)) * scale
+    y = np.where(X[:, 0] * X[:, 1] + 0.3 * scale ** 2 * rng.normal(size=n) * rng.choice([0, 1]) > 0, 1.0, -1.0)
+    per_dim = int(rng.integers(2, 5))
+    widths = list(scale * rng.choice([0.2, 0.5, 1.0], size=int(rng.integers(1, 3)), replace=False))
+    weight = float(10.0 ** rng.uniform(-6, 6)) if rng.random() < 0.5 else None
+    D = Dictionary.grid([(-scale, scale)] * 2, per_dim, widths, weights=weight,
+                        threshold=float(rng.choice([0.0, 1e-6, 0.1])))
+    assert rng.choice([None, 1e-2, 1.0, 1e3, 1e6]) is None
+    p = RKHSProblem(X, y, D, float(rng.choice([1e-4, 0.01, 0.5, 10.0])), float(rng.choice([0.0, 0.01, 0.1])), None)
+    r = solve_dual(p, working_set=True, record_history=False, time_limit=60)
+    assert "lam0" not in r.message
+    if str(r.status) != "optimal":  # (a round's message quoted: whose it is)
+        assert "the working set of" in r.message and "samples: " in r.message
+
+
 def test_working_set_agrees_with_clarabel_and_is_chosen_by_size(monkeypatch):
     import gtvcvx.rkhs.solver as solver
     from gtvcvx.rkhs.solver import solve_problem

@@ -506,13 +506,25 @@ def solve_dual(problem: RKHSProblem, *, method: str = "ssnal", tol: float = DEFA
         if first_steps is not None and info.get("newton_steps") is not None:
             info["newton_steps"] += first_steps  # (both runs' work)
         if status != Status.SOLVER_ERROR:  # (the runners return solver_error only through _guarded_run)
-            message = "; ".join(filter(None, ("the warm start (lam0 / z0) stalled far from tol: restarted from zero",
+            message = "; ".join(filter(None, (_RESTART_NOTE,
                                               message)))
     status, message, info["polished_rel_gap"] = _polish_finish(tracker, iterations, status, message)
     info["weight_scale"] = sc.kappa
     solve_time = time.perf_counter() - solve_start
     return _finish(problem, tracker, status, iterations, message, info, method, setup_time, solve_time,
                    critical_tol)
+
+
+#: What :func:`solve_dual` says when a warm start stalled far from ``tol`` and it ran once more from zero.
+_RESTART_NOTE = "the warm start (lam0 / z0) stalled far from tol: restarted from zero"
+
+
+def _subset_message(res, n_samples: int) -> str:
+    """A working-set round's message as the caller reads it: whose it is, and the warm start the rounds gave
+    it (not the caller's ``lam0`` / ``z0``) named as such."""
+    text = res.message.replace(_RESTART_NOTE, "the previous round's point stalled this round's solve far from its "
+                                              "tol: restarted from zero")
+    return f"the working set of {n_samples} samples: {text}" if text else ""
 
 
 def _guarded_run(runner, sc, tracker, lam, z, max_iter, options, failure: str):
@@ -732,7 +744,7 @@ def _solve_working_set(problem, *, method, tol, max_iter, time_limit, lam0, z0, 
         elif reason := _at_resolution(tracker, rel):
             status, message = Status.INACCURATE, reason
         elif res.status in (Status.UNBOUNDED, Status.INFEASIBLE, Status.SOLVER_ERROR):
-            status, message = res.status, res.message  # a subset that cannot be solved: neither can the whole
+            status, message = res.status, _subset_message(res, idx.size)  # a subset that cannot be solved: nor the whole
         elif res.status == Status.MAX_ITER and not res.rel_gap <= WORKING_SET_STALL_FACTOR * round_tol:
             # far from even this round's tolerance: growing the set from its point would repeat max_iter per round
             status = Status.MAX_ITER
@@ -745,7 +757,7 @@ def _solve_working_set(problem, *, method, tol, max_iter, time_limit, lam0, z0, 
             round_tol = tol  # the set has (nearly) settled: solve it to the requested tolerance
         elif not violators.any():
             status, message = (res.status if res.status != Status.OPTIMAL else Status.MAX_ITER), (
-                res.message or f"no margin violators left but rel_gap {rel:.3g} > tol")
+                _subset_message(res, idx.size) or f"no margin violators left but rel_gap {rel:.3g} > tol")
         if status is not None:
             break
         worst = np.flatnonzero(violators)
