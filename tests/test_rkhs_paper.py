@@ -187,13 +187,10 @@ def test_a_working_set_far_from_its_round_at_max_iter_ends_the_rounds(monkeypatc
     assert not r.rel_gap <= 1e-2  # (the full problem's certified gap: far from tol, as the status says)
 
 
-def test_a_working_set_rounds_message_says_whose_it_is():
-    """Found by a hostile survey (N = 2,000-3,000, grids at random weights): a hard margin whose second round,
-    warm-started by the rounds from the first round's point, stalled and ran again from zero ended with "the
-    warm start (lam0 / z0) stalled far from tol: restarted from zero; SSNAL stalled: ... rel_gap stayed at
-    0.0461", where the caller gave no warm start and the run's own gap was 0.011. A quoted round's message now
-    says it is that working set's and names the rounds' warm start."""
-    rng = np.random.default_rng(5474)  # the survey's instance: features at 0.01, weights 0.054, eps 0.01
+def _survey_instance(seed):
+    """An instance of the hostile working-set survey (N = 2,000-3,000 on [-scale, scale]^2, XOR labels, a grid at
+    random weights, widths and threshold, random C, gamma and eps), rebuilt from its seed."""
+    rng = np.random.default_rng(seed)
     n = int(rng.integers(2000, 3000))
     scale = 10.0 ** rng.integers(-3, 4)
     X = rng.uniform(-1, 1, size=(n, 2)) * scale
@@ -203,12 +200,35 @@ def test_a_working_set_rounds_message_says_whose_it_is():
     weight = float(10.0 ** rng.uniform(-6, 6)) if rng.random() < 0.5 else None
     D = Dictionary.grid([(-scale, scale)] * 2, per_dim, widths, weights=weight,
                         threshold=float(rng.choice([0.0, 1e-6, 0.1])))
-    assert rng.choice([None, 1e-2, 1.0, 1e3, 1e6]) is None
-    p = RKHSProblem(X, y, D, float(rng.choice([1e-4, 0.01, 0.5, 10.0])), float(rng.choice([0.0, 0.01, 0.1])), None)
+    C = rng.choice([None, 1e-2, 1.0, 1e3, 1e6])
+    gamma, eps = float(rng.choice([1e-4, 0.01, 0.5, 10.0])), float(rng.choice([0.0, 0.01, 0.1]))
+    return RKHSProblem(X, y, D, gamma, eps, None if C is None else float(C))
+
+
+def test_a_working_set_rounds_message_says_whose_it_is():
+    """Found by a hostile survey: a hard margin (features at 0.01, weights 0.054, eps 0.01) whose second round,
+    warm-started by the rounds from the first round's point, stalled and ran again from zero ended with "the
+    warm start (lam0 / z0) stalled far from tol: restarted from zero; SSNAL stalled: ... rel_gap stayed at
+    0.0461", where the caller gave no warm start and the run's own gap was 0.011. A quoted round's message now
+    says it is that working set's and names the rounds' warm start."""
+    p = _survey_instance(5474)
+    assert p.C is None and p.N == 2681
     r = solve_dual(p, working_set=True, record_history=False, time_limit=60)
     assert "lam0" not in r.message
     if str(r.status) != "optimal":  # (a round's message quoted: whose it is)
         assert "the working set of" in r.message and "samples: " in r.message
+
+
+def test_a_working_set_run_polishes_the_whole_problems_best_point():
+    """Found by the same survey: a hard margin (features at 1e3, eps 0, multipliers ~4e11) whose last round
+    stalled at its own gap of 2e-3 stopped ``inaccurate`` at a certified 1.4e-6 for tol = 1e-6, while the whole
+    problem solved at once certified 4.4e-7 (its active-set polish). The rounds' subsets were polished, the
+    whole problem's best point never: now it is, before a run stops short of tol (4.4e-7, ``optimal``)."""
+    p = _survey_instance(5012)
+    assert p.C is None and p.eps == 0.0
+    r = solve_dual(p, working_set=True, record_history=False, time_limit=60)
+    assert str(r.status) == "optimal" and r.rel_gap <= 1e-6
+    assert r.info["polished_rel_gap"] is not None and r.info["polished_rel_gap"] <= 1e-6
 
 
 def test_working_set_agrees_with_clarabel_and_is_chosen_by_size(monkeypatch):

@@ -450,7 +450,8 @@ def solve_dual(problem: RKHSProblem, *, method: str = "ssnal", tol: float = DEFA
     message says so). Every round is certified on the *full* problem (the padded multipliers give the
     same dual value; the primal point is scored with every sample's hinge, or made feasible for a
     hard margin), so the reported gap is the full problem's, and a round without violators has
-    the subset's gap. The Newton systems are ``|A| x |S|`` instead of ``|A| x N``.
+    the subset's gap. The Newton systems are ``|A| x |S|`` instead of ``|A| x N``. Rounds that stop short of
+    ``tol`` end with the active-set polish of the whole problem's best point (below).
 
     ``B = K^T diag(y)`` is applied through the problem's kernel matrix: a dense problem (the kernel
     matrix built with ``storage="auto"`` is dense when at least half its entries are kept:
@@ -765,8 +766,11 @@ def _solve_working_set(problem, *, method, tol, max_iter, time_limit, lam0, z0, 
         if worst.size > cap:
             worst = worst[np.argsort(margins[worst])[:cap]]
         in_set[worst] = True
+    # the rounds' subsets were polished on their own; the whole problem's best point gets its own try
+    status, message, polished = _polish_finish(tracker, k, status, message)
     solve_time = time.perf_counter() - tracker.start
-    info = {"working_set_rounds": rounds, "inner_iterations": inner_total, "working_set_pilot": pilot}
+    info = {"working_set_rounds": rounds, "inner_iterations": inner_total, "working_set_pilot": pilot,
+            "polished_rel_gap": polished}
     return _finish(problem, tracker, status, k, message, info, method, setup_time, solve_time, critical_tol)
 
 
