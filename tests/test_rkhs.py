@@ -330,6 +330,7 @@ def test_weight_scale_is_the_inverse_of_the_multipliers_expected_size():
     assert rs.weight_scale(problem(1e9, 25.0, 1e3)) == 1.0  # sparsity: multipliers ~ s = 7
     assert rs.weight_scale(problem(1e9, 1e-12, None)) == pytest.approx(1.0 / np.sqrt(2e-12))  # s = 1.4e-6
     assert rs.weight_scale(problem(0.79, 0.5, 1e3)) == 1.0
+    assert rs.weight_scale(problem(5e-324, 0.5, None)) == 1.0  # (1 / median overflows: the problem as given)
 
 
 def test_a_polish_that_misses_changes_nothing(monkeypatch):

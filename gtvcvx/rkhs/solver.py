@@ -112,7 +112,9 @@ def weight_scale(problem: RKHSProblem) -> float:
         typical = min(typical, problem.C)
     kappa = 1.0 / typical
     low, high = UNIT_BAND
-    return kappa if not low <= kappa <= high else 1.0
+    if low <= kappa <= high or not 0.0 < kappa < np.inf:  # (subnormal weights: 1 / median overflows)
+        return 1.0
+    return kappa
 
 
 class _Scaled:
