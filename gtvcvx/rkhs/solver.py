@@ -135,9 +135,8 @@ class _Scaled:
         self.kappa = kappa  # the problem in other units: multipliers kappa lambda (see weight_scale)
         self.c = np.full(p.N, 1.0 - p.eps)
         self.ub = np.inf if p.C is None else kappa * p.C / p.N
-        self.Delta = p.Delta if kappa == 1.0 else p.Delta / kappa
-        self.s = p.s if kappa == 1.0 else kappa * p.s
-        self.gamma = p.gamma * kappa * kappa
+        self.Delta = p.Delta / kappa
+        self.s = kappa * p.s
 
     def B_mul(self, lam) -> np.ndarray:
         """``B lam = K^T (y * lam)``, (M,)."""
