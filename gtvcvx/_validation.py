@@ -281,6 +281,19 @@ def check_positive_number(x, name: str, *, allow_none: bool = False) -> float | 
     return float(x)
 
 
+def check_gap_tolerance(x, name: str = "tol", *, allow_none: bool = False) -> float | None:
+    """Return a relative-gap tolerance ``x`` as a float in ``(0, 1)`` or raise a ValueError naming ``name``.
+
+    Every relative gap ``(P - D) / (1 + |P| + |D|)`` is below 1, so a tolerance of 1 or more would
+    declare any first iterate optimal.
+    """
+    value = check_positive_number(x, name, allow_none=allow_none)
+    if value is not None and value >= 1.0:
+        raise ValueError(f"{name} must be a relative-gap tolerance below 1, got {x!r}: every relative gap "
+                         "(P - D) / (1 + |P| + |D|) is below 1, so the first iterate would count as optimal")
+    return value
+
+
 def check_time_limit(x) -> float | None:
     """``time_limit``: a positive number of seconds (``inf`` means none) or None."""
     if x is None or (not isinstance(x, bool) and isinstance(x, numbers.Real) and float(x) > 0):

@@ -345,6 +345,7 @@ def test_experiment_quick(tmp_path):
     (dict(penalty=g.SquaredNorm2()), "penalty"),
     (dict(solver="ECOS"), "solver"),
     (dict(tol=0.0), "tol"),
+    (dict(tol=1.0), "tol must be a relative-gap tolerance below 1"),
     (dict(standardize="yes"), "standardize"),
 ])
 def test_bad_input_gives_clear_errors(kwargs, match):

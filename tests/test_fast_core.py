@@ -163,6 +163,9 @@ def test_solve_argument_errors():
     problem = make_problem("squared_error", "norm2", seed=0, sizes=(2, 2), d=2)
     with pytest.raises(ValueError, match="tol must be a positive number"):
         g.solve(problem, tol=0)
+    # every relative gap is below 1: a tolerance of 1 would call the first iterate optimal
+    with pytest.raises(ValueError, match=r"tol must be a relative-gap tolerance below 1, got 1\.5"):
+        g.solve(problem, tol=1.5)
     with pytest.raises(ValueError, match="max_iter must be an integer >= 1"):
         g.solve(problem, max_iter=0)
     with pytest.raises(ValueError, match="method must be one of"):

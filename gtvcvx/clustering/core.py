@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import check_nonnegative_scalar, check_positive_int, check_positive_number
+from .._validation import check_gap_tolerance, check_nonnegative_scalar, check_positive_int
 from ..graph import Graph
 from ..losses import SquaredDistance
 from ..penalties import Norm2
@@ -322,7 +322,7 @@ def convex_clustering(points, lam, graph=None, k: int = 10, weights: str = "gaus
        Journal of Statistics 9(2), 2015.
     """
     solver = _check_solver(solver)
-    tol = check_positive_number(tol, "tol")
+    tol = check_gap_tolerance(tol, "tol")
     problem, std = clustering_problem(points, lam, graph, k=k, weights=weights, phi=phi, penalty=penalty,
                                       standardize=standardize)
     if isinstance(warm_start, ClusteringResult):

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from .._validation import check_positive_int, check_positive_number
+from .._validation import check_gap_tolerance, check_positive_int
 from ..problem import GTVProblem
 from ..results import GTVResult
 from ._flows import component_means
@@ -211,7 +211,7 @@ def clustering_path(points, lams=None, *, n_lams: int = 40, lam_min_ratio=None, 
     """
     t0 = time.perf_counter()
     solver = _check_solver(solver)
-    tol = check_positive_number(tol, "tol")
+    tol = check_gap_tolerance(tol, "tol")
     n_lams = check_positive_int(n_lams, "n_lams", minimum=2)
     if lam_min_ratio is not None and (isinstance(lam_min_ratio, bool) or not isinstance(lam_min_ratio, numbers.Real)
                                       or not 0 < lam_min_ratio < 1):

@@ -25,7 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from .._validation import check_positive_number
+from .._validation import check_gap_tolerance
 from ..capabilities import provides
 from ..losses import DOMAIN_RTOL
 from ..problem import GTVProblem
@@ -1057,7 +1057,7 @@ def certify_pair(problem: GTVProblem, W, U, *, projector: FlowProjector | None =
     """
     W = problem.check_W(W)
     U = problem.check_U(U)
-    tol = check_positive_number(tol, "tol", allow_none=True)
+    tol = check_gap_tolerance(tol, "tol", allow_none=True)
     projector = projector or FlowProjector(problem, warm=False)
     cert = _certify(problem, W, U, projector, deadline, tol)
     projector.last_rel_gap = cert.rel_gap

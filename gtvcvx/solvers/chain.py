@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .._validation import check_positive_number
+from .._validation import check_gap_tolerance
 from ..capabilities import CapabilityError, provides
 from ..problem import GTVProblem
 from ..results import GTVResult, Status
@@ -273,7 +273,7 @@ def checked_plan(problem: GTVProblem, tol: float, plan, refusal, make_plan, name
     the structure is not there."""
     if not isinstance(problem, GTVProblem):
         raise TypeError(f"problem must be a gtvcvx.GTVProblem, got {type(problem).__name__}")
-    check_positive_number(tol, "tol")
+    check_gap_tolerance(tol, "tol")
     reason = refusal(problem)
     if not reason and plan is None:
         plan = make_plan(problem)

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from .._restart import restart_due, updated_primal_weight
-from .._validation import check_positive_int, check_positive_number, check_time_limit
+from .._validation import check_gap_tolerance, check_positive_int, check_time_limit
 from ..capabilities import provides
 from ..graph import Graph
 from ..losses import DOMAIN_RTOL
@@ -285,7 +285,7 @@ def solve_distributed(problem, tol: float = 1e-6, max_iter: int = 100_000, time_
     .. [2] M. Rocklin, "Dask: parallel computation with blocked algorithms and task scheduling",
        SciPy 2015 (actors: stateful objects on workers).
     """
-    check_positive_number(tol, "tol")
+    check_gap_tolerance(tol, "tol")
     check_positive_int(max_iter, "max_iter")
     check_time_limit(time_limit)
     check_positive_int(checkpoint_every, "checkpoint_every")

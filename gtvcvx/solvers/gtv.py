@@ -19,7 +19,7 @@ import pandas as pd
 
 from .._restart import restart_due, updated_primal_weight
 from .._threads import blas_threads as _blas_threads
-from .._validation import check_positive_int, check_positive_number, check_time_limit
+from .._validation import check_gap_tolerance, check_positive_int, check_time_limit
 from ..problem import GTVProblem
 from ..results import GTVResult, Status, out_of_reach_message, tol_out_of_reach
 from ._edge_kernels import MOVE_HALPERN, MOVE_NONE, MOVE_RESTART, EdgeSweep, divergence
@@ -90,7 +90,7 @@ def _warm_start_arrays(problem: GTVProblem, warm_start):
 
 
 def _check_options(tol, max_iter, time_limit, method, eta, reflection, check_every, restart_check):
-    check_positive_number(tol, "tol")
+    check_gap_tolerance(tol, "tol")
     check_positive_int(max_iter, "max_iter")
     check_time_limit(time_limit)
     if method not in METHODS:

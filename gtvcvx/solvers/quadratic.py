@@ -24,7 +24,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from .._validation import check_positive_int, check_positive_number, check_time_limit
+from .._validation import check_gap_tolerance, check_positive_int, check_time_limit
 from ..capabilities import CapabilityError, provides
 from ..problem import GTVProblem
 from ..results import GTVResult, Status
@@ -120,7 +120,7 @@ def solve_quadratic(problem: GTVProblem, tol: float = 1e-6, *, max_iter: int = 1
     """
     if not isinstance(problem, GTVProblem):
         raise TypeError(f"problem must be a gtvcvx.GTVProblem, got {type(problem).__name__}")
-    check_positive_number(tol, "tol")
+    check_gap_tolerance(tol, "tol")
     max_iter = check_positive_int(max_iter, "max_iter")
     check_time_limit(time_limit)
     reason = quadratic_refusal(problem)

@@ -20,7 +20,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from .._threads import blas_threads as blas_threads_limit
-from .._validation import check_positive_int, check_positive_number, check_time_limit
+from .._validation import check_gap_tolerance, check_positive_int, check_positive_number, check_time_limit
 from ..capabilities import CapabilityError, require
 from ..problem import GTVProblem
 from ..results import GTVResult, Status
@@ -70,7 +70,7 @@ def _check_problem(problem) -> None:
 
 
 def _check_options(tol, max_iter, time_limit, max_newton, linear_solver, sigma):
-    check_positive_number(tol, "tol")
+    check_gap_tolerance(tol, "tol")
     check_positive_int(max_iter, "max_iter")
     check_time_limit(time_limit)
     check_positive_int(max_newton, "max_newton")
