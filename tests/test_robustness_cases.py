@@ -5,6 +5,7 @@ Every test is small and fast; ``docs/robustness.md`` maps each case to its test.
 
 from __future__ import annotations
 
+import time
 import types
 import warnings
 import zipfile
@@ -288,14 +289,16 @@ def test_duplicated_points_in_clustering_share_a_cluster_and_match_clarabel():
 class FakeCvxpyProblem:
     """Just enough of ``cvxpy.Problem`` for ``run_cvxpy``: ``solve`` sets a status or raises."""
 
-    def __init__(self, status=None, value=None, raises=None, warn=None):
+    def __init__(self, status=None, value=None, raises=None, warn=None, seconds=0.0):
         self._outcome = (status, value, raises, warn)
+        self._seconds = seconds  # how long the "backend" runs
         self.status = self.value = None
         self.compilation_time = 0.01
         self.solver_stats = types.SimpleNamespace(solve_time=0.02, num_iters=7)
 
     def solve(self, solver, **options):
         status, value, raises, warn = self._outcome
+        time.sleep(self._seconds)
         if raises is not None:
             raise raises
         if warn:
@@ -325,6 +328,12 @@ def test_backend_inaccurate_and_iteration_limit_become_statuses():
     assert run.status == Status.MAX_ITER and np.isnan(run.value) and "user_limit" in run.message
     run = run_cvxpy(FakeCvxpyProblem(cp.INFEASIBLE_INACCURATE, None), "SCS")
     assert run.status == Status.INFEASIBLE
+    # CVXPY says 'user_limit' for both limits (CLARABEL keeps no raw status): a run that used its whole
+    # time_limit stopped there, one that did not hit its iteration limit
+    run = run_cvxpy(FakeCvxpyProblem(cp.USER_LIMIT, None, seconds=0.05), "CLARABEL", {"time_limit": 0.01})
+    assert run.status == Status.TIME_LIMIT and "its time_limit of 0.01 s" in run.message
+    run = run_cvxpy(FakeCvxpyProblem(cp.USER_LIMIT, None), "CLARABEL", {"time_limit": 60.0, "max_iter": 3})
+    assert run.status == Status.MAX_ITER
 
 
 def test_compare_gives_rows_for_raising_and_limited_solvers(monkeypatch):

@@ -182,8 +182,14 @@ def run_cvxpy(problem, solver: str, opts: dict | None = None) -> BackendRun:
     solve_time = max(elapsed - compile_time, 0.0)
     iterations = int(stats.num_iters) if stats is not None and stats.num_iters is not None else None
     status = map_cvxpy_status(problem.status)
+    limit = (opts or {}).get("time_limit")
+    if problem.status == cp.USER_LIMIT and limit is not None and elapsed >= float(limit):
+        # CVXPY reports both of a backend's limits as 'user_limit' (CLARABEL keeps no raw status):
+        # a run that used its whole time_limit stopped there
+        status = Status.TIME_LIMIT
     notes = sorted({str(w.message).split(".")[0] for w in caught if issubclass(w.category, UserWarning)})
-    message = "" if status == Status.OPTIMAL else f"CVXPY status {problem.status!r}"
+    message = "" if status == Status.OPTIMAL else f"CVXPY status {problem.status!r}" + (
+        f" (its time_limit of {float(limit):g} s)" if status == Status.TIME_LIMIT else "")
     if notes:
         message = "; ".join(filter(None, [message, *notes]))
     value = float(problem.value) if problem.value is not None else float("nan")

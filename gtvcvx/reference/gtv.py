@@ -86,7 +86,7 @@ def _finish(problem: GTVProblem, run, W, U) -> GTVResult:
 
 
 def _usable(run) -> bool:
-    return run.status in (Status.OPTIMAL, Status.INACCURATE, Status.MAX_ITER)
+    return run.status in (Status.OPTIMAL, Status.INACCURATE, Status.MAX_ITER, Status.TIME_LIMIT)
 
 
 def _array(value, shape):
