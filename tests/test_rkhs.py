@@ -128,7 +128,10 @@ def test_two_points_one_kernel_closed_form(solver):
     # recovery abar inherits the multipliers' square-root accuracy
     np.testing.assert_allclose(r.alpha_envelope, [a_star], rtol=tol)
     np.testing.assert_allclose(r.alpha, [a_star], rtol=1e-3)
-    assert r.l0_gap == pytest.approx(0.0, abs=1e-3 * value)  # no relaxation gap in this case
+    # no relaxation gap in this case: the L0 cost at the recovery is the optimum; its objective is that
+    # cost where the recovery meets the hard margin and inf where it does not (SCS's, by ~1e-5)
+    assert p.l0_cost(r.alpha) - r.dual == pytest.approx(0.0, abs=1e-3 * value)
+    assert r.l0_primal == (p.l0_cost(r.alpha) if r.margin_violation <= 0 else np.inf)
     assert list(r.critical_samples()) == [1]
 
 
@@ -507,6 +510,28 @@ def test_classifier_input_errors_name_the_argument():
         SparseKernelClassifier("atoms").fit(p.X, p.y)
     with pytest.raises(ValueError, match="n_centers must be a positive integer"):
         SparseKernelClassifier(n_centers=0).fit(p.X, p.y)
+
+
+def test_solve_dual_and_solve_problem_refuse_options_they_do_not_take():
+    from gtvcvx.rkhs import solve_dual
+    from gtvcvx.rkhs.solver import solve_problem
+
+    p = tiny_problem(20.0)
+    with pytest.raises(ValueError, match=r"unknown option\(s\) \['bogus'\] for method 'ssnal'; it takes \['sigma0'"):
+        solve_dual(p, bogus=1)
+    with pytest.raises(ValueError, match=r"unknown option\(s\) \['sigma0'\] for method 'pdhg'"):
+        solve_dual(p, method="pdhg", sigma0=5.0)  # an SSNAL option given to PDHG
+    with pytest.raises(ValueError, match=r"tol must be a relative-gap tolerance below 1"):
+        solve_dual(p, tol=1.0)
+    with pytest.raises(ValueError, match=r"critical_tol must be a number in \[0, 1\)"):
+        solve_dual(p, critical_tol=float("nan"))
+    for options, match in [({"max_iter": 3}, r"solver_options must not set \['max_iter'\]"),
+                           ({1: 2}, "solver_options must be a dict of option names"),
+                           ("sigma0=5", "solver_options must be a dict of option names")]:
+        for solver in ("fast", "CLARABEL"):
+            with pytest.raises(ValueError, match=match):
+                solve_problem(p, solver, solver_options=options)
+    assert solve_problem(p, "fast", solver_options={"sigma0": 5.0}).status == Status.OPTIMAL
 
 
 def test_classifier_maps_any_two_labels_and_back():

@@ -41,8 +41,8 @@ class RKHSCertificate:
     alpha : ndarray (M,)
         L0 recovery from ``lam`` (before any pull-back).
     l0_primal : float
-        L0 objective at ``alpha`` (cost, plus the hinge term for a soft margin). For a hard margin
-        the point may violate margins: see ``margin_violation``.
+        L0 objective at ``alpha`` (cost, plus the hinge term for a soft margin); ``inf`` for a hard
+        margin the point violates (by how much: ``margin_violation``).
     l0_gap : float
         ``l0_primal - dual``.
     margin_violation : float
@@ -506,7 +506,9 @@ def certify(problem: RKHSProblem, lam, z=None, *, feasible_alpha=None,
     alpha = p.recover_alpha(abar=abar)
     f_alpha = p.decision(alpha)
     viol = p.margin_violation(alpha, f_alpha)
-    l0_primal = p.l0_cost(alpha) + p.slack_cost(viol)
+    # (a hard margin the recovery violates, by any amount, has no L0 objective there: inf, as l0_objective)
+    l0_primal = (p.l0_cost(alpha) + p.slack_cost(viol) if p.C is not None or not (viol > 0).any()
+                 else float("inf"))
     margin_violation = float(viol.max()) if viol.size else 0.0
 
     candidates = [(alpha, f_alpha)]
@@ -596,8 +598,11 @@ def hard_margin_feasible_point(problem: RKHSProblem, *, time_limit: float | None
     Returns
     -------
     feasible : bool or None
-        ``False``: the margin constraints are infeasible, so the dual is unbounded
-        (Farkas: some ``lambda >= 0`` with ``K^T (y * lambda) = 0`` and ``sum(lambda) > 0``).
+        ``False``: the margin constraints are infeasible to HiGHS's feasibility tolerance, so the dual
+        is unbounded to it (Farkas: some ``lambda >= 0`` with ``K^T (y * lambda) = 0`` and ``sum(lambda) >
+        0``). Not a proof in exact arithmetic: two samples 1e-5 apart with opposite labels under a
+        width-1 kernel are separable with coefficients ~2e10, which the LP cannot tell from infeasible
+        (the message says so).
         ``None``: the LP did not finish.
     alpha : ndarray (M,) or None
         A feasible point when ``feasible`` is True.
@@ -616,9 +621,11 @@ def hard_margin_feasible_point(problem: RKHSProblem, *, time_limit: float | None
     if time_limit is not None:
         options["time_limit"] = float(time_limit)
     res = linprog(np.ones(2 * p.M), A_ub=A_ub, b_ub=b_ub, bounds=(0, None), method="highs", options=options)
-    if res.status == 2:
-        return False, None, ("the hard-margin constraints y_n f(x_n) >= 1 - eps are infeasible for this "
-                             "dictionary (overlapping classes), so the dual is unbounded; use a soft margin C")
+    if res.status == 2:  # (HiGHS decides at its feasibility tolerance, 1e-7 by default: said so)
+        return False, None, ("the hard-margin constraints y_n f(x_n) >= 1 - eps are infeasible for this dictionary "
+                             "to HiGHS's feasibility tolerance: overlapping classes, or samples with opposite labels "
+                             "so close that the margins could hold only with coefficients too large for the LP to "
+                             "tell apart from infeasible; the dual is unbounded to that tolerance; use a soft margin C")
     if res.status != 0 or res.x is None:
         return None, None, f"feasibility LP did not finish: {res.message}"
     zz = res.x[: p.M] - res.x[p.M:]

@@ -88,7 +88,7 @@ def rkhs_primal_statement(problem):
 
 
 def _usable(run) -> bool:
-    return run.status in (Status.OPTIMAL, Status.INACCURATE, Status.MAX_ITER)
+    return run.status in (Status.OPTIMAL, Status.INACCURATE, Status.MAX_ITER, Status.TIME_LIMIT)
 
 
 def _vector(value, n):
@@ -114,8 +114,10 @@ def _checked_claim(problem, run, which):
         return run.status, run.message
     what = "the dual is unbounded" if which == "dual" else "the primal is infeasible"
     if problem.C is None:
-        return run.status, (f"{what}: the hard-margin constraints y_n f(x_n) >= 1 - eps cannot all hold with "
-                            f"this dictionary (overlapping classes); use a soft margin C ({run.message})")
+        return run.status, (f"{run.solver} reports that {what} (to its tolerances): the hard-margin constraints "
+                            f"y_n f(x_n) >= 1 - eps cannot all hold with this dictionary (overlapping classes), or "
+                            f"only with coefficients too large for the backend (samples with opposite labels very "
+                            f"close together); use a soft margin C ({run.message})")
     weights = f"{float(problem.Delta.min()):.3g} .. {float(problem.Delta.max()):.3g}"
     return Status.SOLVER_ERROR, (f"{run.solver} reported that {what}, which a soft margin (C = {problem.C:g}) "
                                  f"cannot be: a numerical failure of the backend, likely from the problem's scaling "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -9,10 +10,20 @@ import numpy as np
 
 from ..results import SolveTimes, Status
 
-__all__ = ["RKHSResult", "critical_mask", "DEFAULT_CRITICAL_TOL"]
+__all__ = ["RKHSResult", "critical_mask", "check_critical_tol", "DEFAULT_CRITICAL_TOL"]
 
 #: A sample is critical when ``lambda_n > DEFAULT_CRITICAL_TOL * max(1, max(lambda))``.
 DEFAULT_CRITICAL_TOL = 1e-6
+
+
+def check_critical_tol(critical_tol) -> float:
+    """``critical_tol`` as a float in ``[0, 1)``, or a ValueError naming it (a negative value would make
+    every sample critical, NaN none)."""
+    if (isinstance(critical_tol, bool) or not isinstance(critical_tol, numbers.Real)
+            or not 0.0 <= float(critical_tol) < 1.0):
+        raise ValueError(f"critical_tol must be a number in [0, 1) (a fraction of the largest multiplier), "
+                         f"got {critical_tol!r}")
+    return float(critical_tol)
 
 
 def critical_mask(lam, critical_tol: float = DEFAULT_CRITICAL_TOL) -> np.ndarray:

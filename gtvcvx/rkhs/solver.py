@@ -17,19 +17,21 @@ Internally the multipliers are scaled, ``lambda' = lambda / N``, so that the dua
 
 from __future__ import annotations
 
+import inspect
 import time
 import warnings
+from collections.abc import Mapping
 
 import numpy as np
 from scipy.linalg.blas import dsyrk
 from scipy.linalg.lapack import dpotrf, dpotrs
 
 from .._restart import restart_due, updated_primal_weight
-from .._validation import check_positive_int, check_positive_number, check_time_limit
+from .._validation import check_gap_tolerance, check_positive_int, check_time_limit
 from ..results import Status, gap_stalled, out_of_reach_message, resolution_message, tol_out_of_reach
 from .certificate import RKHSCertificate, certify, envelope_bound, hard_margin_feasible_point
 from .problem import RKHSProblem
-from .result import DEFAULT_CRITICAL_TOL, RKHSResult, critical_mask
+from .result import DEFAULT_CRITICAL_TOL, RKHSResult, check_critical_tol, critical_mask
 
 __all__ = ["solve_dual", "solve_problem", "METHODS", "SOLVERS", "prox_h", "prox_h_conjugate", "DEFAULT_TOL",
            "WORKING_SET_MIN_SAMPLES", "weight_scale"]
@@ -290,9 +292,20 @@ def _history_frame(rows):
 def _check_options(method, tol, max_iter, time_limit):
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    check_positive_number(tol, "tol")
+    check_gap_tolerance(tol, "tol")
     check_time_limit(time_limit)
     return check_positive_int(_DEFAULT_MAX_ITER[method] if max_iter is None else max_iter, "max_iter")
+
+
+def _check_method_options(method, options) -> None:
+    """Refuse options ``method`` does not take, naming them and the ones it takes."""
+    runner = {"ssnal": _ssnal, "pdhg": _pdhg, "subgradient": _subgradient}[method]
+    known = [name for name, par in inspect.signature(runner).parameters.items()
+             if par.kind == inspect.Parameter.KEYWORD_ONLY]
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise ValueError(f"unknown option(s) {unknown} for method {method!r}; it takes {known} (and solve_dual's "
+                         "own arguments)")
 
 
 # ---------------------------------------------------------------------------------------
@@ -477,6 +490,8 @@ def solve_dual(problem: RKHSProblem, *, method: str = "ssnal", tol: float = DEFA
     if not isinstance(problem, RKHSProblem):
         raise TypeError(f"problem must be a gtvcvx.rkhs.RKHSProblem, got {type(problem).__name__}")
     max_iter = _check_options(method, tol, max_iter, time_limit)
+    _check_method_options(method, options)
+    check_critical_tol(critical_tol)
     if working_set not in (None, True, False):
         raise ValueError(f"working_set must be True, False or None, got {working_set!r}")
     lam0, z0 = _checked_start(problem, lam0, z0)
@@ -1264,7 +1279,8 @@ def solve_problem(problem: RKHSProblem, solver: str = "fast", *, method: str = "
     mapped to the backend's own tolerances (see :func:`gtvcvx.runner.run_solver`).
     """
     solver = _normalize_solver(solver)
-    opts = dict(solver_options or {})
+    opts = _checked_solver_options(solver_options)
+    check_critical_tol(critical_tol)
     if solver == "fast":
         return solve_dual(problem, method=method, tol=1e-6 if tol is None else tol, max_iter=max_iter,
                           time_limit=time_limit, lam0=lam0, critical_tol=critical_tol, **opts)
@@ -1280,6 +1296,23 @@ def solve_problem(problem: RKHSProblem, solver: str = "fast", *, method: str = "
         raise ValueError(f"statement must be 'dual' or 'primal', got {statement!r}")
     fn = solve_rkhs_dual if statement == "dual" else solve_rkhs_primal
     return fn(problem, solver, critical_tol=critical_tol, **opts)
+
+
+#: Arguments of :func:`solve_problem` that ``solver_options`` must not repeat.
+_OWN_ARGUMENTS = ("method", "tol", "max_iter", "time_limit", "lam0", "critical_tol")
+
+
+def _checked_solver_options(solver_options) -> dict:
+    """``solver_options`` as a dict of option names, refusing what is not one or repeats an argument."""
+    if solver_options is None:
+        return {}
+    if not isinstance(solver_options, Mapping) or not all(isinstance(k, str) for k in solver_options):
+        raise ValueError(f"solver_options must be a dict of option names to values, got {solver_options!r}")
+    repeated = [k for k in _OWN_ARGUMENTS if k in solver_options]
+    if repeated:
+        raise ValueError(f"solver_options must not set {repeated}: pass {'it' if len(repeated) == 1 else 'them'} "
+                         "as the argument(s) of the same name")
+    return dict(solver_options)
 
 
 def _normalize_solver(solver) -> str:
