@@ -158,3 +158,90 @@ def test_a_hard_margin_fit_that_does_not_converge_says_what_the_optimum_is_at_le
         warnings.simplefilter("always")
         SparseKernelClassifier(max_iter=1).fit(X, y)
     assert soft and not any("remedy" in str(w.message) for w in soft)
+
+
+def test_parameters_that_would_fit_a_meaningless_model_are_refused_by_name(moons):
+    X, y = moons
+    cases = [({"eps": 1.0}, "eps must be below 1"), ({"tol": 1.0}, "tol must be a relative-gap tolerance below 1"),
+             ({"critical_tol": -1.0}, "critical_tol"), ({"critical_tol": float("nan")}, "critical_tol"),
+             ({"critical_tol": "a"}, "critical_tol"), ({"gamma": -1.0}, "gamma"),
+             ({"solver_options": {"bogus": 1}}, r"unknown option\(s\) \['bogus'\] for method 'ssnal'"),
+             ({"solver_options": {"tol": 1e-3}}, r"solver_options must not set \['tol'\]"),
+             ({"solver_options": [1]}, "solver_options must be a dict")]
+    for params, match in cases:
+        with pytest.raises(ValueError, match=match):
+            SparseKernelClassifier(n_centers=20, **params).fit(X, y)
+    three = np.arange(X.shape[0]) % 3
+    with pytest.raises(ValueError, match=r"lam0 .* with 3 classes"):
+        SparseKernelClassifier(n_centers=20).fit(X, three, lam0=np.zeros(X.shape[0]))
+    with pytest.raises(ValueError, match="lam0 .* by solver='CLARABEL'"):
+        SparseKernelClassifier(n_centers=20, solver="CLARABEL").fit(X, y, lam0=np.zeros(X.shape[0]))
+
+
+def test_a_refit_that_fails_leaves_no_model_of_the_previous_fit(moons):
+    X, y = moons
+    clf = SparseKernelClassifier(n_centers=20).fit(X, y)
+    wide = np.hstack([X] * 6)
+    with pytest.raises(ValueError, match="dictionary='grid' needs"):
+        clf.set_params(dictionary="grid", n_centers=1).fit(wide, y)
+    assert not hasattr(clf, "alpha_") and not hasattr(clf, "n_features_in_")
+    with pytest.raises(NotFittedError):
+        clf.predict(X)
+    # a parameter refused before the data are read leaves the previous model whole
+    clf = SparseKernelClassifier(n_centers=20).fit(X, y)
+    with pytest.raises(ValueError, match="gamma"):
+        clf.set_params(gamma=-1.0).fit(wide, y)
+    assert clf.n_features_in_ == 2 and clf.predict(X).shape == y.shape
+
+
+def test_a_backends_optimal_that_the_certificate_does_not_confirm_is_inaccurate(moons, monkeypatch):
+    """CLARABEL said 'optimal' at a point gtvcvx certified at a relative gap of 0.88 (noisy moons, C = 1e9):
+    the classifier's status follows the certificate, with a ConvergenceWarning naming both."""
+    import dataclasses
+
+    from gtvcvx.rkhs import classifier
+
+    X, y = moons
+    real = classifier.solve_problem
+
+    def claims_optimal(problem, solver, **kw):
+        return dataclasses.replace(real(problem, "fast", **kw), solver="CLARABEL", status=Status.OPTIMAL, rel_gap=0.88)
+
+    monkeypatch.setattr(classifier, "solve_problem", claims_optimal)
+    with pytest.warns(ConvergenceWarning, match=r"CLARABEL reported 'optimal', but .* relative gap of 0\.88 > tol"):
+        clf = SparseKernelClassifier(n_centers=20, solver="CLARABEL").fit(X, y)
+    assert clf.status_ == Status.INACCURATE and clf.result_.status == Status.INACCURATE
+
+
+def test_one_vs_rest_problems_share_the_time_limit_and_have_their_own_critical_thresholds(monkeypatch):
+    from gtvcvx.rkhs import classifier
+
+    X, y = load_iris(return_X_y=True)
+    limits, real = [], classifier.solve_problem
+
+    def recording(problem, solver, **kw):
+        limits.append(kw["time_limit"])
+        return real(problem, solver, **kw)
+
+    monkeypatch.setattr(classifier, "solve_problem", recording)
+    clf = SparseKernelClassifier(n_centers=40, time_limit=30.0, critical_tol=0.05).fit(X, y)
+    assert len(limits) == 3 and 30.0 >= limits[0] > limits[1] > limits[2] > 0
+    assert clf.critical_threshold_.shape == (3,)
+    above = np.flatnonzero((clf.dual_ > clf.critical_threshold_[:, None]).any(axis=0))
+    np.testing.assert_array_equal(clf.critical_samples_, above)
+
+
+def test_a_model_that_predicts_one_class_everywhere_or_breaks_its_hard_margins_says_so(moons):
+    X, y = moons
+    far = Dictionary.from_samples(X[:5] + 50.0, [0.5])  # atoms nowhere near the data
+    with pytest.warns(UserWarning, match=r"predicts 0 for every training sample \(0 kernels\).*\(the given dictionary\)"):
+        SparseKernelClassifier(far).fit(X, y)
+    # the paper's L0 recovery, hard margin: the certificate is the envelope point's, the coefficients break margins
+    # (the red-team's instance; violations at 160 samples are ~1e-5, the recovery's usual inaccuracy: no warning)
+    Xs, ys = make_moons(200, noise=0.2, random_state=0)
+    Xs = StandardScaler().fit_transform(Xs)
+    with pytest.warns(UserWarning, match=r"L0 recovery \(recovery='l0'\) violates the hard margins .* by up to 1\.19"):
+        clf = SparseKernelClassifier(C=None, recovery="l0").fit(Xs, ys)
+    r = clf.result_
+    assert r.margin_violation > 0.01 and r.l0_primal == np.inf and r.l0_gap == np.inf
+    assert r.status == Status.OPTIMAL and np.isfinite(r.gap)

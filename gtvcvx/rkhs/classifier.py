@@ -9,8 +9,10 @@ fixed at construction. More than two classes are fitted one-vs-rest on one share
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
+import time
 import warnings
 
 import numpy as np
@@ -22,12 +24,12 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
 from .._threads import blas_threads
-from .._validation import check_magnitude
+from .._validation import check_gap_tolerance, check_magnitude
 from ..results import Status
 from .dictionary import Dictionary
-from .problem import RKHSProblem
-from .result import DEFAULT_CRITICAL_TOL, RKHSResult, critical_mask
-from .solver import METHODS, _normalize_solver, solve_problem
+from .problem import RKHSProblem, _check_positive
+from .result import DEFAULT_CRITICAL_TOL, RKHSResult, check_critical_tol, critical_mask
+from .solver import METHODS, _checked_solver_options, _normalize_solver, solve_problem
 
 __all__ = ["SparseKernelClassifier", "NotFittedError", "ConvergenceWarning", "DICTIONARIES"]
 
@@ -45,6 +47,12 @@ def _rounded_down(value: float) -> str:
         return f"{value:g}"
     unit = 10.0 ** (math.floor(math.log10(abs(value))) - 2)
     return f"{math.floor(value / unit) * unit:.3g}"
+
+
+#: With ``recovery="l0"`` and a hard margin, a fit warns when the L0 coefficients violate a margin by more than
+#: this fraction of ``1 - eps`` (they come from the multipliers, whose error is of the order of the square root
+#: of the gap's: violations ~1e-4 are the recovery's usual inaccuracy, not a broken margin).
+L0_MARGIN_WARNING = 1e-2
 
 
 #: How :class:`SparseKernelClassifier` builds its dictionary from the training data at fit time.
@@ -74,7 +82,9 @@ class SparseKernelClassifier(ClassifierMixin, BaseEstimator):
         Margin slack (>= 0).
     C : float or None, default=1000.0
         Soft-margin bound on the multipliers; ``None`` is the paper's hard margin (fit raises a
-        ValueError when the margins cannot all hold).
+        ValueError when the margins cannot all hold, as decided by a feasibility LP, HiGHS, or the
+        CVXPY backend, to their tolerances: margins that need coefficients far beyond the data's
+        scale, as for samples with opposite labels nearly on top of each other, count as infeasible).
     solver : {"fast", "CLARABEL", "SCS"}, default="fast"
     widths : float, sequence of float or None, default=None
         Kernel widths of a built dictionary. ``None``: ``(w0 / 2, w0)`` with
@@ -98,7 +108,11 @@ class SparseKernelClassifier(ClassifierMixin, BaseEstimator):
         Algorithm of the fast core.
     tol : float, default=1e-6
         Relative duality-gap tolerance.
-    max_iter, time_limit : optional
+    max_iter : int, optional
+        Iterations of each solve (the method's default when None).
+    time_limit : float, optional
+        Seconds for the whole fit: the one-vs-rest problems share it, in order (a problem
+        reached after it has run out stops at its first check, status ``time_limit``).
     recovery : {"envelope", "l0"}, default="envelope"
         Coefficients used for prediction: the feasible convex-envelope primal point that
         certifies the gap (it satisfies every margin) or the paper's L0 recovery
@@ -132,7 +146,8 @@ class SparseKernelClassifier(ClassifierMixin, BaseEstimator):
         Both recoveries (two classes only; ``results_`` holds them per problem).
     critical_samples_ : ndarray of int
         Training indices with a multiplier above ``critical_threshold_`` (in any problem).
-    critical_threshold_ : float
+    critical_threshold_ : float or ndarray (n_classes,)
+        ``critical_tol * max(1, max(lambda))``, per one-vs-rest problem with more than two classes.
     n_kernels_ : int
         Atoms with a nonzero coefficient (in any problem): the model's size.
     gap_, rel_gap_ : float
@@ -200,6 +215,15 @@ class SparseKernelClassifier(ClassifierMixin, BaseEstimator):
                 or not np.isfinite(self.atom_weight) or self.atom_weight <= 0):
             raise ValueError(f"atom_weight must be None or a positive finite number, got {self.atom_weight!r}")
         solver = _normalize_solver(self.solver)
+        _check_positive(self.gamma, "gamma")
+        if _check_positive(self.eps, "eps", allow_zero=True) >= 1.0:
+            raise ValueError(f"eps must be below 1, got {self.eps!r}: with eps >= 1 the margins y f(x) >= 1 - eps "
+                             "hold at f = 0, so the fitted model would be empty")
+        if self.C is not None:
+            _check_positive(self.C, "C")
+        check_gap_tolerance(self.tol, "tol")
+        check_critical_tol(self.critical_tol)
+        _checked_solver_options(self.solver_options)
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
         if self.recovery not in ("envelope", "l0"):
@@ -251,7 +275,7 @@ class SparseKernelClassifier(ClassifierMixin, BaseEstimator):
         X : array_like (N, d)
         y : array_like (N,)
         lam0 : array_like (N,), optional
-            Warm start for the multipliers (fast solver, two classes).
+            Warm start for the multipliers (fast solver, two classes; refused otherwise).
 
         Raises
         ------
@@ -266,26 +290,60 @@ class SparseKernelClassifier(ClassifierMixin, BaseEstimator):
         classes, encoded = np.unique(y, return_inverse=True)
         if classes.size < 2:
             raise ValueError(f"y must hold at least two classes; got {classes.size} class ({classes.tolist()})")
-        with blas_threads(self.blas_threads):
-            dictionary = self._build_dictionary(X)
-            targets = [encoded] if classes.size == 2 else [(encoded == k).astype(int) for k in range(classes.size)]
-            options = dict(self.solver_options or {})
-            if solver == "fast" and self.verbose:
-                options.setdefault("verbose", True)
-            results = []
-            for target in targets:
-                problem = RKHSProblem(X, np.where(target == 1, 1.0, -1.0), dictionary, self.gamma, self.eps, self.C)
-                results.append(solve_problem(problem, solver, method=self.method, tol=self.tol,
-                                             max_iter=self.max_iter, time_limit=self.time_limit,
-                                             lam0=lam0 if len(targets) == 1 else None,
-                                             critical_tol=self.critical_tol, solver_options=options))
+        if lam0 is not None and (solver != "fast" or classes.size > 2):
+            raise ValueError("lam0 warms the fast solver's two-class fit; it is not used "
+                             + (f"by solver={self.solver!r}" if solver != "fast"
+                                else f"with {classes.size} classes (one-vs-rest)") + ": pass lam0=None")
+        try:
+            with blas_threads(self.blas_threads):
+                dictionary = self._build_dictionary(X)
+                targets = ([encoded] if classes.size == 2
+                           else [(encoded == k).astype(int) for k in range(classes.size)])
+                options = dict(self.solver_options or {})
+                if solver == "fast" and self.verbose:
+                    options.setdefault("verbose", True)
+                results = []
+                deadline = None if self.time_limit is None else time.perf_counter() + float(self.time_limit)
+                for target in targets:
+                    problem = RKHSProblem(X, np.where(target == 1, 1.0, -1.0), dictionary, self.gamma, self.eps,
+                                          self.C)
+                    # the one-vs-rest problems share the fit's time_limit, in order
+                    left = None if deadline is None else max(deadline - time.perf_counter(), 1e-9)
+                    results.append(solve_problem(problem, solver, method=self.method, tol=self.tol,
+                                                 max_iter=self.max_iter, time_limit=left,
+                                                 lam0=lam0 if len(targets) == 1 else None,
+                                                 critical_tol=self.critical_tol, solver_options=options))
+        except Exception:
+            self._forget_fit()  # a failed refit leaves no model from the previous fit behind
+            raise
         self.dictionary_ = dictionary
-        return self._set_fitted(results, classes, X.shape[1])
+        return self._set_fitted(results, classes, X.shape[1], X)
 
-    def _set_fitted(self, results, classes, n_features: int) -> "SparseKernelClassifier":
-        """Store the fitted state from one result per one-vs-rest problem (one for two classes)."""
+    #: The attributes a fit sets (:meth:`_forget_fit` removes them).
+    _FITTED = ("classes_", "dual_", "alpha_", "alpha_l0_", "alpha_envelope_", "critical_samples_",
+               "critical_threshold_", "dictionary_", "n_kernels_", "gap_", "rel_gap_", "n_iter_", "status_",
+               "result_", "results_", "n_features_in_", "feature_names_in_")
+
+    def _forget_fit(self) -> None:
+        for name in self._FITTED:
+            self.__dict__.pop(name, None)
+
+    def _certified(self, result: RKHSResult) -> RKHSResult:
+        """``result``, with a CVXPY backend's ``optimal`` that gtvcvx's certificate does not confirm to ``tol``
+        turned into ``inaccurate`` (the fast core's ``optimal`` always is: it stops on that certificate)."""
+        if result.status != Status.OPTIMAL or result.rel_gap <= self.tol:
+            return result
+        message = (f"{result.solver} reported 'optimal', but gtvcvx's certificate at its point gives a relative gap "
+                   f"of {result.rel_gap:.3g} > tol = {self.tol:g}")
+        return dataclasses.replace(result, status=Status.INACCURATE,
+                                   message="; ".join(filter(None, [message, result.message])))
+
+    def _set_fitted(self, results, classes, n_features: int, X=None) -> "SparseKernelClassifier":
+        """Store the fitted state from one result per one-vs-rest problem (one for two classes); ``X``, the
+        training samples, for the warnings about the fitted model."""
         if isinstance(results, RKHSResult):
             results = [results]
+        results = [self._certified(r) for r in results]
         self.results_ = list(results)
         self.result_ = results[0]
         bad = next((r for r in results if r.status != Status.OPTIMAL), None)
@@ -321,8 +379,8 @@ class SparseKernelClassifier(ClassifierMixin, BaseEstimator):
         self.alpha_ = alphas[0] if one else np.vstack(alphas)
         self.alpha_l0_ = results[0].alpha if one else None
         self.alpha_envelope_ = results[0].alpha_envelope if one else None
-        duals = np.atleast_2d(self.dual_)
-        self.critical_threshold_ = self.critical_tol * max(1.0, float(duals.max())) if duals.size else 0.0
+        thresholds = [self.critical_tol * max(1.0, float(r.multipliers.max(initial=0.0))) for r in results]
+        self.critical_threshold_ = thresholds[0] if one else np.asarray(thresholds)
         self.critical_samples_ = np.flatnonzero(np.any([critical_mask(r.multipliers, self.critical_tol)
                                                         for r in results], axis=0))
         self.n_kernels_ = int(np.count_nonzero(np.any(np.atleast_2d(self.alpha_) != 0, axis=0)))
@@ -330,7 +388,31 @@ class SparseKernelClassifier(ClassifierMixin, BaseEstimator):
         self.rel_gap_ = max(r.rel_gap for r in results)
         self.n_iter_ = max(int(r.iterations or 0) for r in results)
         self.n_features_in_ = n_features
+        if X is not None:
+            self._warn_about_model(X, results)
         return self
+
+    def _warn_about_model(self, X, results) -> None:
+        """Warn when the fitted coefficients predict one class for every training sample, or (``recovery="l0"``,
+        hard margin) break the margins the certificate is about."""
+        with blas_threads(self.blas_threads):
+            F = np.column_stack([self.dictionary_.evaluate(X, a) for a in np.atleast_2d(self.alpha_)])
+        predicted = (F[:, 0] > 0).astype(int) if len(results) == 1 else np.argmax(F, axis=1)
+        if X.shape[0] > 1 and np.all(predicted == predicted[0]):
+            where = (f"dictionary={self.dictionary!r} in {X.shape[1]} dimensions" if isinstance(self.dictionary, str)
+                     else "the given dictionary")
+            warnings.warn(f"the fitted model predicts {self.classes_[predicted[0]]} for every training sample "
+                          f"({self.n_kernels_} kernels): its atoms may not reach the data ({where}); a dictionary "
+                          "built from the samples ('samples'), wider widths or a smaller gamma may help",
+                          UserWarning, stacklevel=4)
+        if self.recovery != "l0" or self.C is not None:
+            return
+        worst = max((r.margin_violation for r in results if r.alpha_envelope is not None), default=0.0)
+        if worst > L0_MARGIN_WARNING * (1.0 - self.eps):  # (without an envelope point the fit said so already)
+            warnings.warn(f"the L0 recovery (recovery='l0') violates the hard margins y f(x) >= 1 - eps by up to "
+                          f"{worst:.3g}: status_ and gap_ certify the envelope point, which meets every margin, "
+                          "not these coefficients; recovery='envelope' predicts with that point",
+                          UserWarning, stacklevel=4)
 
     def _check_fitted(self):
         if not hasattr(self, "alpha_"):
