@@ -35,7 +35,8 @@ MAX_ELEMENTS = 2_000_000_000
 
 #: Data entries beyond this magnitude are refused where their squares are formed up front (the RKHS
 #: kernels' squared distances and default widths): float64 overflows past ~1.8e308. (The GTV losses
-#: square them inside the solve instead, which ends with an overflow status and the same remedy.)
+#: square them inside the solve instead, which ends with status ``solver_error`` and the same remedy
+#: once ``P(W)`` or, with data beyond this magnitude, the certificate overflows at three check-points.)
 MAX_DATA_MAGNITUDE = 1e150
 
 

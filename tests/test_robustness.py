@@ -143,6 +143,24 @@ def test_a_label_whose_square_overflows_is_a_status_not_a_math_domain_error():
     assert result.status == "solver_error" and "rescale the data" in result.message
 
 
+def test_features_whose_squares_overflow_stop_the_core_although_the_objective_is_finite():
+    """Features near 1e160 with unit labels (the red-team's spec): P(W) is finite at every iterate (W ~ 1e-160)
+    but the certificate's allowances square the data, so its dual bound was -inf at every check-point and the
+    core ran 100,000 iterations (a minute) to ``max_iter``. It stops after NONFINITE_CHECKS of them, saying why."""
+    from gtvcvx.solvers._pdhg_common import NONFINITE_CHECKS
+
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(2, 2)) * 1e160 for _ in range(4)]
+    problem = g.GTVProblem(g.graphs.chain(4), g.SquaredError(X, [rng.normal(size=2) for _ in range(4)]), g.Norm2(), 0.1)
+    with np.errstate(all="ignore"):
+        result = g.solve(problem, tol=1e-6, method="halpern")
+    assert result.status == "solver_error" and result.iterations < 1000 and np.isfinite(result.primal)
+    assert f"no finite certificate at {NONFINITE_CHECKS} check-points in a row" in result.message
+    assert "data reach 2.33e+160 in magnitude" in result.message and "rescale the data" in result.message
+    same = g.GTVProblem(problem.graph, g.SquaredError([x * 1e-20 for x in X], problem.loss.y), g.Norm2(), 0.1)
+    assert g.solve(same, tol=1e-6, method="halpern").status == "optimal"  # at 1e140 it certifies
+
+
 @pytest.mark.parametrize("method", ["halpern", "auto"])
 def test_an_objective_that_overflows_float64_stops_the_core_with_the_reason(method):
     """Points near 1e160 on a star (no exact solver): every P(W) overflows, so after

@@ -198,6 +198,13 @@ class Loss(ABC):
         for rounding bounds."""
         return 1
 
+    @property
+    def data_magnitude(self) -> float:
+        """The largest magnitude of the loss's data (features, labels, points; 0 without data): the solver
+        and its certificate square them, so beyond :data:`~gtvcvx._validation.MAX_DATA_MAGNITUDE` they
+        overflow float64."""
+        return 0.0
+
     def linear_domain(self):
         """The linear constraints of ``dom L_i^*``: ``None`` (full domain everywhere) or a
         :class:`LinearDomain` with an orthonormal basis of each node's subspace."""
@@ -618,6 +625,10 @@ class _DesignLoss(Loss):
     def _sample_abs_max(self) -> float:
         """``max |X|`` over all samples (read-only data: computed once)."""
         return abs_max(self.X_all)
+
+    @property
+    def data_magnitude(self) -> float:
+        return max(self._sample_abs_max, abs_max(self.y_all))
 
     def _memo_samples(self, kind, W, compute):
         """``compute()`` (an array, a tuple of arrays or None), or its kept result for the last
@@ -1217,6 +1228,10 @@ class SquaredDistance(Loss):
         self.points = pts
         self.points.flags.writeable = False
         self.n, self.d = pts.shape
+
+    @property
+    def data_magnitude(self) -> float:
+        return abs_max(self.points)
 
     def node_values(self, W) -> np.ndarray:
         diff = self._check_W(W) - self.points

@@ -19,7 +19,7 @@ import pandas as pd
 
 from .._restart import restart_due, updated_primal_weight
 from .._threads import blas_threads as _blas_threads
-from .._validation import check_gap_tolerance, check_positive_int, check_time_limit
+from .._validation import MAX_DATA_MAGNITUDE, check_gap_tolerance, check_positive_int, check_time_limit
 from ..problem import GTVProblem
 from ..results import GTVResult, Status, out_of_reach_message, tol_out_of_reach
 from ._edge_kernels import MOVE_HALPERN, MOVE_NONE, MOVE_RESTART, EdgeSweep, divergence
@@ -225,7 +225,9 @@ def solve(problem: GTVProblem, tol: float = 1e-6, max_iter: int = 100_000, time_
         ``iterations``, ``setup_time``, ``solve_time``, ``residuals`` and ``history``. Status
         ``solver_error`` (with the reason in ``message``) where the iterates became non-finite or
         ``P(W)`` overflowed float64 at :data:`~gtvcvx.solvers._pdhg_common.NONFINITE_CHECKS`
-        check-points in a row (data of magnitude near 1e154 and above: rescale it). A run that
+        check-points in a row (data of magnitude near 1e154 and above: rescale it), or the certificate
+        did at as many check-points with data beyond :data:`~gtvcvx._validation.MAX_DATA_MAGNITUDE`
+        (their squares overflow even where ``P(W)`` does not). A run that
         stops short of ``tol`` returns its best certificate; from
         :data:`LARGE_FLOW_ENTRIES` flow entries, where that certificate's flow is not kept, the
         last iterate's (or, if worse, the better of it and the best ``W``'s with the last flow),
@@ -556,6 +558,8 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
     trigger_exponent = PREDICT_TRIGGER_EXPONENT if predict else RESIDUAL_TRIGGER_EXPONENT
     cert_time = 0.0
     nonfinite = 0  # check-points in a row whose P(W) was not finite
+    unbounded = 0  # ... whose certificate was not finite, with data beyond MAX_DATA_MAGNITUDE
+    overflowing_data = problem.loss.data_magnitude > MAX_DATA_MAGNITUDE
     last_cert = 0.0  # cost of the latest certificate, to keep the next one inside a time budget
     iteration = 0
     Wp = W
@@ -636,6 +640,16 @@ def _iterate(problem, tol, max_iter, time_limit, warm_start, callback, method, e
             if nonfinite >= NONFINITE_CHECKS:
                 status = Status.SOLVER_ERROR
                 message = f"P(W) was not finite at {nonfinite} check-points in a row"  # (+ the certificate's reason)
+                break
+            # data whose squares overflow: the certificate's allowances overflow with them even where P(W) is
+            # finite (features at 1e160: a dual bound of -inf at every check-point, to the 100,000th iteration)
+            unbounded = unbounded + 1 if overflowing_data and not np.isfinite(cert.gap) else 0
+            if unbounded >= NONFINITE_CHECKS:
+                status = Status.SOLVER_ERROR
+                message = (f"no finite certificate at {unbounded} check-points in a row: the {problem.loss.name} "
+                           f"loss's data reach {problem.loss.data_magnitude:.3g} in magnitude, and beyond "
+                           f"{MAX_DATA_MAGNITUDE:.0e} their squares, which the certificate forms, overflow float64: "
+                           "rescale the data, e.g. standardize it")
                 break
             if tol < cert.rel_gap < _POLISH_BELOW and polish_on:
                 # the iterate's objective converges long before its flows when m_i < d: once the
