@@ -155,7 +155,9 @@ class SparseKernelClassifier(ClassifierMixin, BaseEstimator):
     n_iter_ : int
         Iterations of the solver (the most over the one-vs-rest problems).
     status_ : Status
-        ``optimal`` when every problem is certified, else the first other status.
+        ``optimal`` when every problem is certified to ``tol``, else the first other status (a CVXPY
+        backend's ``optimal`` that gtvcvx's certificate does not confirm to ``tol`` is ``inaccurate``,
+        with a ConvergenceWarning naming both).
     result_ : RKHSResult
         The (first) problem's result; ``results_`` lists all of them.
     n_features_in_ : int
