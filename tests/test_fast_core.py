@@ -331,3 +331,16 @@ def test_predicted_certificates_keep_the_answer(monkeypatch):
         iteration = history[k - 1][0]
         spacing = max(minimum, iteration // fraction)
         assert history[k][0] - iteration <= predicted_spacing(spacing, iteration, history[:k], 1e-8)
+
+
+def test_a_time_limit_spent_by_the_label_scaling_ends_as_time_limit_not_an_error():
+    """Labels at 1e-3 are solved in scaled units (label_scale 256); a limit used up by that scaling passed
+    time_limit = 0.0 to the scaled solve, which refused it: "time_limit must be a positive number ..., got 0.0"."""
+    from gtvcvx.solvers._scaling import label_scale
+
+    problem = make_problem("squared_error", "norm2", seed=0, sizes=(4, 4), d=2)
+    small = g.GTVProblem(problem.graph, g.SquaredError(problem.loss.X, [y * 1e-3 for y in problem.loss.y]),
+                         problem.penalty, problem.lam)
+    assert label_scale(small) > 1.0
+    result = g.solve(small, time_limit=1e-300, method="halpern")
+    assert result.status == "time_limit" and "reached time_limit" in result.message

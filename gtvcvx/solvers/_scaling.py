@@ -48,7 +48,10 @@ def label_scale(problem: GTVProblem) -> float:
         return 1.0
     with np.errstate(all="ignore"):
         at_zero = float(problem.loss.value(np.zeros((problem.n, problem.d))))
-    return scale_for(at_zero)
+    factor = scale_for(at_zero)
+    while factor > 1.0 and not np.isfinite(problem.lam * factor * problem.graph.weights.max(initial=0.0)):
+        factor *= 0.5  # (lam near float64's largest: its scaled capacities must stay finite)
+    return factor
 
 
 def scale_for(at_zero: float) -> float:
@@ -73,7 +76,8 @@ def solve_scaled(problem: GTVProblem, time_limit, warm_start, callback, run) -> 
     scaled = ScaledSolve(problem, factor)
     warm = scaled.warm_start_in(warm_start)
     spent = time.perf_counter() - start
-    left = None if time_limit is None else max(float(time_limit) - spent, 0.0)
+    # (a limit spent on the scaling itself still runs: the smallest positive limit stops at the first check)
+    left = None if time_limit is None else max(float(time_limit) - spent, float(np.finfo(float).tiny))
     result = run(scaled.problem, left, warm, scaled.callback_in(callback))
     result.setup_time += spent
     return scaled.result_out(result)
