@@ -272,7 +272,7 @@ class Graph:
 
     @classmethod
     def from_csv(cls, path, n: int | None = None) -> "Graph":
-        """Read an edge list CSV with columns ``i, j[, weight]`` (a header line is optional).
+        """Read an edge list CSV with columns ``i, j[, weight]`` (a header line of names is optional).
 
         Parameters
         ----------
@@ -304,7 +304,7 @@ class Graph:
         width = 0
         header_allowed = True
         try:
-            with open(path, encoding="utf-8") as fh:
+            with open(path, encoding="utf-8-sig") as fh:  # (a byte-order mark, as spreadsheets save, is dropped)
                 lineno = 0
                 while True:
                     line = fh.readline(_MAX_LINE + 1)
@@ -321,8 +321,8 @@ class Graph:
                     try:
                         values = [float(p) for p in parts]
                     except ValueError:
-                        if header_allowed:
-                            header_allowed = False
+                        if header_allowed and not any(_is_number(p) for p in parts):
+                            header_allowed = False  # a header: names only ("0,1,1.O" is an edge with a typo)
                             continue
                         bad = next(k for k, p in enumerate(parts, start=1) if not _is_number(p))
                         raise ValueError(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import tempfile
@@ -239,7 +240,8 @@ def read_samples_csv(path) -> dict:
 
     The header names the columns: ``node`` (the node index of the sample, an integer >= 0),
     ``y`` (its label or target) and one column per feature, in the order of the header (any
-    other names, e.g. ``x0, x1, ...``). Lines starting with ``#`` are comments.
+    other names, e.g. ``x0, x1, ...``). ``#`` starts a comment; a UTF-8 byte-order mark is
+    ignored. Every line holds exactly one field per column of the header.
 
     Parameters
     ----------
@@ -255,7 +257,8 @@ def read_samples_csv(path) -> dict:
     ------
     ValueError
         Naming the file and what was expected: a missing ``node`` or ``y`` column, no feature
-        column, a duplicated column name, a cell that is not a finite number (with its line and
+        column, a duplicated column name, a line with more or fewer fields than the header (with
+        its line), a cell that is not a finite number (with its line and
         column), or a node index that is not a non-negative integer. A cell is never quoted
         (the file may not be a data file at all).
     ResourceLimitError
@@ -268,13 +271,15 @@ def read_samples_csv(path) -> dict:
         raise ValueError(f"{path}: file not found")
     # parsing holds the text and about three float64 copies of it: refuse what cannot fit
     check_memory(8 * path.stat().st_size, f"{path}: parsing a CSV file of {path.stat().st_size} bytes")
+    columns = _samples_csv_header(path)  # also checks every line's field count
     try:
         with allocation_guard(f"{path}: its samples"):
-            frame = pd.read_csv(path, comment="#", dtype=str, keep_default_na=False, skipinitialspace=True)
+            # index_col=False: a longer row never becomes an index; QUOTE_NONE: cells are never quoted
+            frame = pd.read_csv(path, comment="#", dtype=str, keep_default_na=False, skipinitialspace=True,
+                                index_col=False, quoting=csv.QUOTE_NONE, encoding="utf-8-sig")
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path} is not a samples CSV with a header line 'node,y,x0,...' "
                          f"({type(exc).__name__})") from None
-    columns = _csv_header(path)
     if len(columns) != frame.shape[1] or len(set(columns)) != len(columns) or "" in columns:
         raise ValueError(f"{path}: every column needs its own name in the header line 'node,y,x0,...'")
     missing = [c for c in SAMPLE_COLUMNS if c not in columns]
@@ -300,21 +305,47 @@ def read_samples_csv(path) -> dict:
     return {"X": X, "y": values["y"], "node": node.astype(np.int64)}
 
 
-def _csv_header(path: Path) -> list[str]:
-    """The names of the first non-comment line of a CSV file (stripped)."""
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            if line.strip() and not line.lstrip().startswith("#"):
-                return [name.strip() for name in line.rstrip("\r\n").split(",")]
-    return []
+def _data_line(line: str) -> str:
+    """The part of a CSV line before its ``#`` comment; blank when the line holds no data."""
+    return line.split("#", 1)[0].strip()
+
+
+def _samples_csv_header(path: Path) -> list[str]:
+    """The column names of a samples CSV, after checking that every data line has as many fields.
+
+    Lines are taken as :func:`read_samples_csv` parses them: a UTF-8 byte-order mark is dropped,
+    ``#`` starts a comment, blank lines are skipped and cells are never quoted.
+
+    Raises
+    ------
+    ValueError
+        Naming the file and the first line whose number of fields differs from the header's.
+    """
+    header: list[str] = []
+    try:
+        with open(path, encoding="utf-8-sig") as fh:
+            for lineno, line in enumerate(fh, start=1):
+                text = _data_line(line)
+                if not text:
+                    continue
+                if not header:
+                    header = [name.strip() for name in text.split(",")]
+                    continue
+                n_fields = text.count(",") + 1
+                if n_fields != len(header):
+                    raise ValueError(f"{path}:{lineno}: line {lineno} has {n_fields} fields, the header "
+                                     f"{len(header)}; expected one value per column of 'node,y,x0,...'")
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not a text CSV file (could not decode as UTF-8)") from None
+    return header
 
 
 def _csv_line(path: Path, row: int) -> int:
     """The line number (1-based) of data row ``row`` (0-based) of a CSV with one header line."""
     seen = -1
-    with open(path, encoding="utf-8", errors="replace") as fh:
+    with open(path, encoding="utf-8-sig", errors="replace") as fh:
         for lineno, line in enumerate(fh, start=1):
-            if not line.strip() or line.lstrip().startswith("#"):
+            if not _data_line(line):
                 continue
             if seen == row:
                 return lineno

@@ -46,6 +46,8 @@ from __future__ import annotations
 import contextvars
 import difflib
 import math
+import re
+import sys
 import tomllib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -58,10 +60,11 @@ from . import data as data_mod
 from . import graphs as graphs_mod
 from .data import GroundTruth
 from .graph import Graph
+from .io import read_npz, read_samples_csv
 from .losses import build_loss, get_loss
 from .penalties import get_penalty
 from ._text import first_unsafe, printable
-from ._validation import contained_path
+from ._validation import MAX_DATA_MAGNITUDE, contained_path
 from .problem import GTVProblem
 
 __all__ = ["Spec", "SpecError", "Table", "load_gtv_spec", "read_spec_document", "read_sections",
@@ -70,6 +73,9 @@ __all__ = ["Spec", "SpecError", "Table", "load_gtv_spec", "read_spec_document", 
 
 #: Largest number of array elements a spec may declare (about 4 GB of float64).
 MAX_SPEC_ELEMENTS = 500_000_000
+
+#: Shortest ``[solve] time_limit`` (seconds): a solve cannot even start in less.
+MIN_TIME_LIMIT = 1e-3
 
 #: Thresholds understood in a spec's ``[check]`` table.
 CHECK_KEYS = {
@@ -196,6 +202,28 @@ class Table:
             raise self.error(name, f"expected a non-empty list of integers >= {minimum}, got {value!r}")
         return value
 
+    def bounds(self, name: str, dim: int | None = None) -> list[tuple[float, float]]:
+        """A box: a list of ``[low, high]`` pairs, one per feature, with ``low < high``.
+
+        Bounds beyond :data:`gtvcvx._validation.MAX_DATA_MAGNITUDE` in magnitude are refused:
+        samples drawn in the box and their squared distances must stay finite (a box such as
+        ``[-1e308, 1e308]`` has an infinite width).
+        """
+        value = self.raw(name)
+        ok = isinstance(value, list) and value and all(
+            isinstance(b, list) and len(b) == 2 and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                        and math.isfinite(v) for v in b) and b[0] < b[1]
+            for b in value)
+        if not ok:
+            raise self.error(name, f"expected a list of [low, high] pairs with low < high, got {value!r}")
+        if dim is not None and len(value) != dim:
+            raise self.error(name, f"expected {dim} [low, high] pairs (one per feature), got {len(value)}")
+        for index, (low, high) in enumerate(value):
+            if max(abs(low), abs(high)) > MAX_DATA_MAGNITUDE or not math.isfinite(float(high) - float(low)):
+                raise self.error(name, f"pair {index} [{low!r}, {high!r}]: expected bounds within "
+                                       f"+-{MAX_DATA_MAGNITUDE:.0e} (a finite width whose squares stay finite)")
+        return [(float(a), float(b)) for a, b in value]
+
     def path_value(self, name: str) -> Path:
         """A file named by the spec: relative to the spec's folder and confined to it (resolved,
         symlinks included) unless outside paths are allowed (:func:`allow_outside_paths`)."""
@@ -219,9 +247,13 @@ class Table:
         if unknown:
             name = sorted(unknown)[0]
             valid = sorted(self.used | set(allowed_extra))
-            near = difflib.get_close_matches(str(name), valid, n=1, cutoff=0.6)
-            hint = f"did you mean {near[0]!r}? " if near else ""
-            raise self.error(name, f"unknown key; {hint}expected one of {valid}")
+            raise self.error(name, f"unknown key; {did_you_mean(name, valid)}expected one of {valid}")
+
+
+def did_you_mean(name, valid) -> str:
+    """``"did you mean 'x'? "`` for the closest of ``valid`` to a misspelled ``name`` (empty when none is close)."""
+    near = difflib.get_close_matches(str(name), list(valid), n=1, cutoff=0.6)
+    return f"did you mean {near[0]!r}? " if near else ""
 
 
 # ---------------------------------------------------------------------------------------
@@ -295,8 +327,6 @@ _DATA_GENERATORS = ("linear", "logistic", "blobs", "file")
 
 def _load_data_file(table: Table):
     """``(path, arrays)`` of a data file: ``.csv`` (samples: ``node, y, features``) or ``.npz``."""
-    from .io import read_npz, read_samples_csv
-
     path = table.path_value("file")
     try:
         arrays = read_samples_csv(path) if path.suffix.lower() == ".csv" else read_npz(path)
@@ -371,7 +401,11 @@ def read_solve_options(solve_t: Table, methods: tuple[str, ...] | None = None) -
     keys = ("solver", "tol", "max_iter", "time_limit") + (("method",) if methods else ())
     solve_options: dict[str, Any] = {}
     if solve_t.has("solver"):
-        solve_options["solver"] = solve_t.str("solver")
+        solver = solve_t.str("solver")
+        if solver.lower() != "fast" and solver.upper() not in _cvxpy_backends():
+            raise solve_t.error("solver", f"expected 'fast' or a CVXPY backend name, got {solver!r}; "
+                                          f"{did_you_mean(solver.upper(), _cvxpy_backends())}{_backends_hint()}")
+        solve_options["solver"] = solver
     if methods and solve_t.has("method"):
         solve_options["method"] = solve_t.str("method", choices=methods)
     if solve_t.has("tol"):
@@ -379,16 +413,33 @@ def read_solve_options(solve_t: Table, methods: tuple[str, ...] | None = None) -
     if solve_t.has("max_iter"):
         solve_options["max_iter"] = solve_t.number("max_iter", minimum=1, integer=True)
     if solve_t.has("time_limit"):
-        solve_options["time_limit"] = solve_t.number("time_limit", minimum=0, exclusive=True)
+        solve_options["time_limit"] = solve_t.number("time_limit", minimum=MIN_TIME_LIMIT)
     backends = {}
     for key, value in solve_t.table.items():
         if isinstance(value, dict):
+            if key.upper() not in _cvxpy_backends():
+                raise solve_t.error(key, f"unknown backend {key!r} for a table of solver options; "
+                                         f"{did_you_mean(key.upper(), _cvxpy_backends())}{_backends_hint()}")
             backends[key.upper()] = dict(value)
             solve_t.used.add(key)
     if backends:
         solve_options["backend_options"] = backends
     solve_t.finish(allowed_extra=keys)
     return solve_options
+
+
+def _cvxpy_backends() -> list[str]:
+    """Every solver name CVXPY knows (installed here or not), and the installed ones."""
+    import cvxpy
+
+    return sorted(set(cvxpy.settings.SOLVERS) | set(cvxpy.installed_solvers()))
+
+
+def _backends_hint() -> str:
+    import cvxpy
+
+    return (f"the installed CVXPY backends are {', '.join(sorted(cvxpy.installed_solvers()))} "
+            "(other CVXPY solver names are accepted too)")
 
 
 def read_checks(check_t: Table, allowed) -> dict[str, float]:
@@ -431,17 +482,52 @@ def read_spec_document(path) -> dict:
         raise SpecError(path, None, "spec file not found")
     try:
         with open(path, "rb") as fh:
-            doc = tomllib.load(fh)
+            text = fh.read().removeprefix(b"\xef\xbb\xbf").decode("utf-8")  # a UTF-8 byte-order mark is dropped
+        doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(path, None, f"not valid TOML ({exc})") from None
     except UnicodeDecodeError:
         raise SpecError(path, None, "not a text TOML file") from None
+    except RecursionError:
+        raise SpecError(path, None, "arrays or tables nest too deeply to be read; expected a spec "
+                                    "of a few levels of tables and lists") from None
+    except ValueError as exc:  # an integer literal longer than Python converts (sys.get_int_max_str_digits)
+        raise _long_integer_error(path, text, exc) from None
     _refuse_control_characters(path, doc, "")
+    _refuse_line_breaks(path, doc.get("name"), "name")
     return doc
 
 
+def _long_integer_error(path: Path, text: str, exc: ValueError) -> SpecError:
+    """The :class:`SpecError` for an integer literal tomllib could not convert, naming its line and key."""
+    match = re.search(r"[0-9][0-9_]{%d,}" % max(sys.get_int_max_str_digits(), 1), text)
+    if match is None:
+        return SpecError(path, None, f"not valid TOML ({exc})")
+    lineno = text.count("\n", 0, match.start()) + 1
+    line = text[text.rfind("\n", 0, match.start()) + 1:match.start()]
+    key = re.match(r"\s*([A-Za-z0-9_.\-]+)\s*=", line)
+    return SpecError(path, key.group(1) if key else None,
+                     f"line {lineno}: an integer literal of {len(match.group()):,} digits is too long to read; "
+                     "expected a number of ordinary size")
+
+
+#: Line breaks (and the tab) refused in spec names and keys: they print on one line of reports and of ``check``.
+_LINE_BREAKS = "\n\t\u2028\u2029"
+
+
+def _refuse_line_breaks(path: Path, value, key: str) -> None:
+    """Refuse a line break or tab in ``value`` (a spec's ``name``, or a key), which is printed on one line."""
+    if not isinstance(value, str):
+        return
+    found = next(((i, ch) for i, ch in enumerate(value) if ch in _LINE_BREAKS), None)
+    if found is not None:
+        raise SpecError(path, key, f"holds a line break or tab ({found[1]!r} at position {found[0]}); expected "
+                        "one line of text (a longer text belongs in 'description')")
+
+
 def _refuse_control_characters(path: Path, value, key: str) -> None:
-    """Refuse control characters (but tab and newline) in every key and string of a spec document.
+    """Refuse control characters (but tab and newline) in every key and string of a spec document,
+    and line breaks and tabs in keys.
 
     Names, keys and file names are printed on terminals and written to JUnit XML, where such
     characters could rewrite what is shown or break the file (see :mod:`gtvcvx._text`).
@@ -453,6 +539,7 @@ def _refuse_control_characters(path: Path, value, key: str) -> None:
             if found is not None:
                 raise SpecError(path, child, f"the key holds a control character ({found[1]!r} at position {found[0]}); "
                                 "keys must be printable text")
+            _refuse_line_breaks(path, name, child)
             _refuse_control_characters(path, item, child)
     elif isinstance(value, list):
         for index, item in enumerate(value):
@@ -531,7 +618,10 @@ def load_gtv_spec(path, doc: dict | None = None) -> Spec:
         graph, graph_labels = _build_graph(graph_t, graph_seed, points=points)
     else:
         if graph_generator in _GRAPH_GENERATORS and graph_generator not in ("file", "knn"):
-            n_guess = sum(graph_t.table.get("sizes", [])) if "sizes" in graph_t.table else graph_t.table.get("n", 0)
+            if graph_generator in ("sbm", "clustered_chain"):
+                n_guess = sum(graph_t.int_list("sizes"))  # validated before it is summed
+            else:
+                n_guess = graph_t.table.get("n", 0)
             if isinstance(n_guess, (int, float)) and n_guess > MAX_SPEC_ELEMENTS:
                 raise SpecError(path, "graph", f"declares {n_guess:.3g} nodes, more than the limit; refusing")
             if data_generator in ("linear", "logistic"):
@@ -617,12 +707,30 @@ def _truth_array(path, key, value, shape):
 
 
 def find_specs(paths) -> list[Path]:
-    """Expand files and directories (recursively, ``*.toml``) into a sorted list of spec paths."""
+    """Expand files and directories (recursively, ``*.toml``) into a sorted list of spec paths.
+
+    A spec found in a directory must stay inside it, by the rule of the specs' data files
+    (:func:`gtvcvx._validation.contained_path`): a symbolic link leading outside is refused.
+    A file named in ``paths`` is the caller's choice and is taken as it is.
+
+    Raises
+    ------
+    SpecError
+        Naming a path that does not exist, or a spec found in a directory that leads outside it.
+    """
     out: list[Path] = []
     for p in paths:
         p = Path(p)
         if p.is_dir():
-            out.extend(sorted(p.rglob("*.toml")))
+            found = sorted(p.rglob("*.toml"))
+            for spec_path in found:
+                try:
+                    contained_path(spec_path.relative_to(p), p, "the spec file")
+                except ValueError:
+                    raise SpecError(spec_path, None, f"a symbolic link leads outside the searched directory {p}; "
+                                    "a spec found in a directory must stay inside it (name the file itself "
+                                    "to run it anyway)") from None
+            out.extend(found)
         elif p.is_file():
             out.append(p)
         else:

@@ -28,6 +28,7 @@ arbitrary import path)::
 from __future__ import annotations
 
 import importlib
+import math
 import json
 import pkgutil
 import tomllib
@@ -69,15 +70,61 @@ def scaled_params(protocol: dict, overrides: dict, params, scale: str, *, contex
         Names the experiment in the error for an unknown key.
     """
     check_scale(scale)
+    if params is not None and not isinstance(params, dict):
+        raise ValueError(f"params for {context}: expected a table of parameters, got {params!r}")
     params = dict(params or {})
     unknown = set(params) - set(protocol)
     if unknown:
         raise ValueError(f"params: unknown key(s) {sorted(unknown)} for {context}; expected some of {sorted(protocol)}")
+    for key, value in params.items():
+        _check_param(key, value, protocol[key], context)
     out = dict(protocol)
     if scale != "full":
         out.update(overrides)
     out.update(params)
     return out
+
+
+#: A count in a spec's ``[params]`` (repetitions, sweep sizes, nodes, ...) may be at most this
+#: many times the study's full protocol, and always up to :data:`MIN_COUNT_LIMIT`.
+COUNT_FACTOR = 100
+MIN_COUNT_LIMIT = 1000
+
+
+def _is_count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _count_limit(default) -> int:
+    return max(COUNT_FACTOR * default, MIN_COUNT_LIMIT)
+
+
+def _check_param(key: str, value, default, context: str) -> None:
+    """Refuse a spec's ``[params]`` value of another kind than the protocol's ``default`` (a string
+    where a list is expected, ...) and counts beyond :func:`_count_limit`; seeds are any integer >= 0."""
+    where = f"params.{key} = {value!r} for {context}"
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise ValueError(f"{where}: expected true or false")
+    elif _is_count(default):
+        limit = None if key.endswith("seed") else _count_limit(default)
+        if not _is_count(value) or value < 0 or (limit is not None and value > limit):
+            bound = "" if limit is None else f" and <= {limit} ({COUNT_FACTOR} times the study's protocol, {default})"
+            raise ValueError(f"{where}: expected an integer >= 0{bound}")
+    elif isinstance(default, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(f"{where}: expected a finite number")
+    elif isinstance(default, dict):
+        if not isinstance(value, dict):
+            raise ValueError(f"{where}: expected a table like {default!r}")
+    elif isinstance(default, list):
+        if not isinstance(value, list):
+            raise ValueError(f"{where}: expected a list like {default!r} (write [{value!r}] for one element)")
+        if default and all(_is_count(v) for v in default):
+            limit = _count_limit(max(default))
+            if not all(_is_count(v) and 0 <= v <= limit for v in value):
+                raise ValueError(f"{where}: expected a list of integers between 0 and {limit} "
+                                 f"({COUNT_FACTOR} times the study's protocol, {default})")
 
 
 def load_defaults(module_file) -> tuple[dict, dict]:

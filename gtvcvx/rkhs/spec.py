@@ -119,7 +119,7 @@ class RKHSSpec:
 
 
 class _T(Table):
-    """A spec table (see :class:`gtvcvx.spec.Table`) with the list getters of RKHS specs."""
+    """A spec table (see :class:`gtvcvx.spec.Table`, whose ``bounds`` it uses) with the list getter of RKHS specs."""
 
     def number_list(self, name, *, positive=True):
         value = self.raw(name)
@@ -131,18 +131,6 @@ class _T(Table):
         if not ok:
             raise self.error(name, f"expected a positive number or a non-empty list of positive numbers, got {value!r}")
         return [float(v) for v in value]
-
-    def bounds(self, name, dim=None):
-        value = self.raw(name)
-        ok = isinstance(value, list) and value and all(
-            isinstance(b, list) and len(b) == 2 and all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                                        and math.isfinite(v) for v in b) and b[0] < b[1]
-            for b in value)
-        if not ok:
-            raise self.error(name, f"expected a list of [low, high] pairs with low < high, got {value!r}")
-        if dim is not None and len(value) != dim:
-            raise self.error(name, f"expected {dim} [low, high] pairs (one per feature), got {len(value)}")
-        return [(float(a), float(b)) for a, b in value]
 
 
 def _load_file(t: _T):
