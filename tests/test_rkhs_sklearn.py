@@ -165,6 +165,7 @@ def test_parameters_that_would_fit_a_meaningless_model_are_refused_by_name(moons
     cases = [({"eps": 1.0}, "eps must be below 1"), ({"tol": 1.0}, "tol must be a relative-gap tolerance below 1"),
              ({"critical_tol": -1.0}, "critical_tol"), ({"critical_tol": float("nan")}, "critical_tol"),
              ({"critical_tol": "a"}, "critical_tol"), ({"gamma": -1.0}, "gamma"),
+             ({"time_limit": "abc"}, "time_limit must be a positive number of seconds"),
              ({"solver_options": {"bogus": 1}}, r"unknown option\(s\) \['bogus'\] for method 'ssnal'"),
              ({"solver_options": {"tol": 1e-3}}, r"solver_options must not set \['tol'\]"),
              ({"solver_options": [1]}, "solver_options must be a dict")]
@@ -187,6 +188,11 @@ def test_a_refit_that_fails_leaves_no_model_of_the_previous_fit(moons):
     assert not hasattr(clf, "alpha_") and not hasattr(clf, "n_features_in_")
     with pytest.raises(NotFittedError):
         clf.predict(X)
+    for bad_X, bad_y, match in [(wide, np.zeros(len(y)), "at least two classes"), (wide[:, :1] * np.nan, y, "NaN")]:
+        clf = SparseKernelClassifier(n_centers=20).fit(X, y)
+        with pytest.raises(ValueError, match=match):
+            clf.fit(bad_X, bad_y)
+        assert not hasattr(clf, "alpha_") and not hasattr(clf, "n_features_in_")
     # a parameter refused before the data are read leaves the previous model whole
     clf = SparseKernelClassifier(n_centers=20).fit(X, y)
     with pytest.raises(ValueError, match="gamma"):

@@ -24,7 +24,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
 from .._threads import blas_threads
-from .._validation import check_gap_tolerance, check_magnitude
+from .._validation import check_gap_tolerance, check_magnitude, check_time_limit
 from ..results import Status
 from .dictionary import Dictionary
 from .problem import RKHSProblem, _check_positive
@@ -224,6 +224,7 @@ class SparseKernelClassifier(ClassifierMixin, BaseEstimator):
         if self.C is not None:
             _check_positive(self.C, "C")
         check_gap_tolerance(self.tol, "tol")
+        check_time_limit(self.time_limit)
         check_critical_tol(self.critical_tol)
         _checked_solver_options(self.solver_options)
         if self.method not in METHODS:
@@ -285,18 +286,18 @@ class SparseKernelClassifier(ClassifierMixin, BaseEstimator):
             Bad input or parameters (naming them), one class only, or a hard margin that cannot
             hold (status ``unbounded`` / ``infeasible``; ``status_`` and ``results_`` are still set).
         """
-        solver = self._check_params()
-        X, y = validate_data(self, X, y, dtype=np.float64)
-        check_magnitude(X, "X")  # (the widths and the kernels square it)
-        check_classification_targets(y)
-        classes, encoded = np.unique(y, return_inverse=True)
-        if classes.size < 2:
-            raise ValueError(f"y must hold at least two classes; got {classes.size} class ({classes.tolist()})")
-        if lam0 is not None and (solver != "fast" or classes.size > 2):
-            raise ValueError("lam0 warms the fast solver's two-class fit; it is not used "
-                             + (f"by solver={self.solver!r}" if solver != "fast"
-                                else f"with {classes.size} classes (one-vs-rest)") + ": pass lam0=None")
+        solver = self._check_params()  # (a refused parameter leaves a previous fit as it was)
         try:
+            X, y = validate_data(self, X, y, dtype=np.float64)
+            check_magnitude(X, "X")  # (the widths and the kernels square it)
+            check_classification_targets(y)
+            classes, encoded = np.unique(y, return_inverse=True)
+            if classes.size < 2:
+                raise ValueError(f"y must hold at least two classes; got {classes.size} class ({classes.tolist()})")
+            if lam0 is not None and (solver != "fast" or classes.size > 2):
+                raise ValueError("lam0 warms the fast solver's two-class fit; it is not used "
+                                 + (f"by solver={self.solver!r}" if solver != "fast"
+                                    else f"with {classes.size} classes (one-vs-rest)") + ": pass lam0=None")
             with blas_threads(self.blas_threads):
                 dictionary = self._build_dictionary(X)
                 targets = ([encoded] if classes.size == 2
