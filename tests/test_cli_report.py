@@ -183,4 +183,4 @@ def test_render_refuses_a_directory_without_results_and_unsafe_records(tmp_path,
     (tmp_path / "specs/results.json").write_text(json.dumps({"format": "gtvcvx-report-results/1", "specs": [
         {"name": "x", "slug": "x", "path": "x.toml", "kind": "gtv", "measured": [1, 2]}]}))
     assert main(["render", str(tmp_path)]) == 2  # a clear error, not a traceback
-    assert "specs[0]: not a spec record" in capsys.readouterr().err
+    assert "specs/results.json: specs[0].measured: expected" in capsys.readouterr().err

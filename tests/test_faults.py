@@ -88,6 +88,7 @@ def _report(out, *extra):
 
 def test_report_directory_never_mixes_two_runs(tmp_path):
     out = tmp_path / "out"
+    assert _report(out) == 0  # a previous report's specs/ (one it did not write is refused: test_report_hostile_outputs)
     (out / "specs" / "from_another_run").mkdir(parents=True)
     (out / "specs" / "from_another_run" / "report.md").write_text("stale")
     (out / "notes.md").write_text("not the report's")

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .._text import printable
 from ._scale import add_scale_arguments, scale_of
+from .report import check_output_path
 
 NAME = "check"
 HELP = "solve specs and compare them with the thresholds of their [check] tables (CI oracle; JUnit/JSON output)"
@@ -119,6 +120,9 @@ def _run(args) -> int:
         _check_backend(args.reference, "--reference", allow_fast=False)
     if args.max_rel_gap is not None and not args.max_rel_gap >= 0:
         raise ValueError(f"--max-rel-gap must be >= 0, got {args.max_rel_gap}")
+    for option, value in (("--junit", args.junit), ("--json", args.json)):
+        if value:
+            check_output_path(value, option)
     paths = find_specs(args.paths)
     if not paths:
         raise ValueError(f"no *.toml spec found in {', '.join(args.paths)}")

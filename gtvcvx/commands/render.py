@@ -2,7 +2,8 @@
 
 ``gtvcvx report`` keeps every number it measured in ``DIR/specs/results.json``; this command
 rebuilds ``index.md``, ``index.html``, the per-spec pages and the summaries from it (e.g. in
-another format, or after a renderer fix). Exit codes: 0 done, 2 no usable results file.
+another format, or after a renderer fix). Exit codes: 0 done, 2 no usable results file (missing,
+a field of the wrong type, named in the message) or a symbolic link where the pages are written.
 """
 
 from __future__ import annotations

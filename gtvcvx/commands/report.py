@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from pathlib import Path
 
 from .._text import printable
 from ._scale import add_scale_arguments, scale_of
@@ -22,6 +23,36 @@ def _split(values) -> list[str]:
     for value in values or []:
         out.extend(v.strip() for v in value.split(",") if v.strip())
     return out
+
+
+def check_output_path(value, option: str, *, directory: bool = False) -> None:
+    """Refuse an output path that cannot be written, before anything runs (one line naming ``option``).
+
+    Parameters
+    ----------
+    value : str or Path
+        The path given on the command line.
+    option : str
+        The option it came from, for the message (e.g. ``"--junit"``).
+    directory : bool
+        Whether ``value`` names a directory (``--out``) rather than a file.
+
+    Raises
+    ------
+    ValueError
+        ``value`` is a directory where a file is expected (or the reverse), or one of its
+        parents exists and is not a directory.
+    """
+    path = Path(value)
+    if directory and path.exists() and not path.is_dir():
+        raise ValueError(f"{option} {value}: exists and is not a directory")
+    if not directory and path.is_dir():
+        raise ValueError(f"{option} {value}: is a directory, expected a file path")
+    for parent in path.parents:  # the nearest existing parent must be a directory
+        if parent.exists() or parent.is_symlink():
+            if not parent.is_dir():
+                raise ValueError(f"{option} {value}: {parent} exists and is not a directory")
+            break
 
 
 def add_arguments(parser) -> None:
@@ -97,6 +128,7 @@ def _run(args) -> int:
         if args.max_reference_size < 0:
             raise ValueError(f"--max-reference-size must be >= 0, got {args.max_reference_size}")
         size_limits = {s: args.max_reference_size for s in DEFAULT_SOLVERS if s != "fast"}
+    check_output_path(args.out, "--out", directory=True)
     command = _command_line(args)
     progress = Progress(0, enabled=not args.quiet)
     with progress:

@@ -7,6 +7,8 @@ import json
 import math
 
 from .._text import printable
+from ..render.tables import json_value
+from .report import check_output_path
 
 NAME = "solve"
 HELP = "solve one problem spec and print its status, objective, gap, times and accuracy"
@@ -52,6 +54,16 @@ _LABELS = {"primal": "objective", "dual": "dual bound", "rel_gap": "rel gap"}
 _HIDDEN = ("path", "n", "n_edges", "d", "loss", "penalty", "lam", "value", "message", "saved")
 
 
+def _json_safe(value):
+    """``value`` with every float JSON can hold (:func:`~gtvcvx.render.tables.json_value`: nan -> None,
+    infinities -> ``"inf"`` / ``"-inf"``), through dictionaries, lists and tuples."""
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return json_value(value)
+
+
 def _fmt(value) -> str:
     if isinstance(value, float):
         return "nan" if math.isnan(value) else f"{value:.10g}"
@@ -80,6 +92,8 @@ def _run(args) -> int:
                  if getattr(args, key) is not None}
     if args.save and not hasattr(spec, "problem") or (args.save and task.kind != "gtv"):
         raise ValueError(f"--save writes GTV results; it is not available for {task.kind} specs")
+    if args.save:
+        check_output_path(args.save, "--save")
     with _backend_options(args, task, solver) as backend:
         result = solve_spec(spec, solver, **overrides, **backend)
     summary = summarize(spec, result)
@@ -88,8 +102,8 @@ def _run(args) -> int:
 
         summary["saved"] = str(save_result(result, args.save))
     if args.json:
-        print(json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v)
-                          for k, v in summary.items()}, default=str))
+        # non-finite numbers as in results.json (nan -> null, inf -> "inf"): valid JSON for every parser
+        print(json.dumps(_json_safe(summary), default=str, allow_nan=False))
     else:
         lines = [("spec", f"{spec.name} ({spec.path})")]
         if hasattr(spec, "problem") and hasattr(spec.problem, "graph"):

@@ -20,8 +20,9 @@ import base64
 import html
 import re
 from pathlib import Path
+from urllib.parse import unquote
 
-__all__ = ["markdown_to_html", "html_page", "embed_image", "safe_href", "sanitize_markdown"]
+__all__ = ["markdown_to_html", "html_page", "embed_image", "safe_href", "sanitize_markdown", "plain_text"]
 
 _MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif"}
 _MAGIC = {".png": (b"\x89PNG\r\n\x1a\n",), ".jpg": (b"\xff\xd8\xff",), ".jpeg": (b"\xff\xd8\xff",),
@@ -78,29 +79,48 @@ def safe_href(target: str) -> str | None:
     return target
 
 
-def sanitize_markdown(text: str) -> str:
+def _local_image(src: str) -> bool:
+    """Whether an image target is a relative path inside the page's directory tree (no scheme, no ``..``)."""
+    cleaned = re.sub(r"[\x00-\x20\x7f-\x9f]+", "", html.unescape(unquote(src))).lower()
+    return (safe_href(src) is not None and not _SCHEME.match(cleaned) and not cleaned.startswith(("/", "\\"))
+            and ".." not in re.split(r"[/\\]", cleaned))
+
+
+def sanitize_markdown(text: str, *, keep_images: bool = False) -> str:
     """Untrusted text made inert for Markdown files: no raw HTML, no unsafe links, no images.
 
-    ``<``, ``>`` and ``&`` become entities; an image becomes its alt text; a link with an unsafe
-    target becomes its text.
+    ``<``, ``>`` and ``&`` become entities outside code spans (inside one Markdown shows them as
+    typed, so they stay: ``<spec>`` in a command, not ``&lt;spec&gt;``); an image becomes its alt text
+    (``keep_images`` keeps images of relative paths without ``..``, e.g. an experiment's own figures);
+    a link with an unsafe target becomes its text.
     """
-    text = html.escape(str(text), quote=False)
+    text = str(text)
 
-    def inert(segment: str) -> str:  # brackets that could still form a link or image
-        return segment.replace("[", "\\[").replace("]", "\\]")
+    def inert(segment: str) -> str:  # no raw HTML, and no brackets that could still form a link or image
+        return html.escape(segment, quote=False).replace("[", "\\[").replace("]", "\\]")
 
     out, pos = [], 0
     for m in _INLINE.finditer(text):
         out.append(inert(text[pos:m.start()]))
-        if m.group("img"):
-            out.append(inert(m.group("alt")))
+        if m.group("code"):
+            out.append(m.group(0))  # (a backtick ends the span: its content cannot leave it)
+        elif m.group("img"):
+            keep = keep_images and _local_image(m.group("src"))
+            out.append(html.escape(m.group(0), quote=False) if keep else inert(m.group("alt")))
         elif m.group("link"):
-            out.append(m.group(0) if safe_href(m.group("href")) else inert(m.group("text")))
+            keep = safe_href(m.group("href"))
+            out.append(html.escape(m.group(0), quote=False) if keep else inert(m.group("text")))
         else:
             out.append(inert(m.group(0)))
         pos = m.end()
     out.append(inert(text[pos:]))
     return "".join(out)
+
+
+def plain_text(text: str) -> str:
+    """The text of :func:`sanitize_markdown`'s output as typed, for data files (CSV): entities
+    decoded and the backslashes before brackets removed."""
+    return html.unescape(str(text).replace("\\[", "[").replace("\\]", "]"))
 
 
 _INLINE = re.compile(
@@ -112,21 +132,27 @@ _INLINE = re.compile(
 )
 
 
+def _text(text: str, quote: bool = False) -> str:
+    """Markdown text as HTML: entities decoded as a Markdown renderer does, then everything escaped
+    (so ``&lt;`` written by :func:`sanitize_markdown` shows as ``<``, never as ``&amp;lt;``)."""
+    return html.escape(html.unescape(text), quote=quote)
+
+
 def _inline(text: str, base: Path | None) -> str:
     out = []
     pos = 0
     for m in _INLINE.finditer(text):
-        out.append(html.escape(text[pos:m.start()], quote=False))
+        out.append(_text(text[pos:m.start()]))
         if m.group("code"):
             out.append(f"<code>{html.escape(m.group('code')[1:-1], quote=False)}</code>")
         elif m.group("img"):
             src = m.group("src")
             local = base is not None and not _SCHEME.match(src.lower()) and not src.startswith(("/", "\\"))
-            uri = embed_image(base / src, root=base) if local else None
+            uri = embed_image(base / unquote(src), root=base) if local else None
             if uri:
-                out.append(f'<img alt="{html.escape(m.group("alt"))}" src="{uri}">')
+                out.append(f'<img alt="{_text(m.group("alt"), quote=True)}" src="{uri}">')
             else:  # never a reference to a file or host the report did not produce
-                out.append(f'<span class="missing-image">[image: {html.escape(m.group("alt"))}]</span>')
+                out.append(f'<span class="missing-image">[image: {_text(m.group("alt"))}]</span>')
         elif m.group("link"):
             href = safe_href(m.group("href"))
             text = _inline(m.group("text"), base)
@@ -136,7 +162,7 @@ def _inline(text: str, base: Path | None) -> str:
         else:
             out.append(f"<em>{_inline(m.group('etext'), base)}</em>")
         pos = m.end()
-    out.append(html.escape(text[pos:], quote=False))
+    out.append(_text(text[pos:]))
     return "".join(out)
 
 

@@ -14,7 +14,9 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["format_number", "json_value", "records", "markdown_table", "write_table", "TABLE_FORMATS"]
+from .html import sanitize_markdown
+
+__all__ = ["format_number", "json_value", "records", "markdown_table", "write_table", "csv_cells", "TABLE_FORMATS"]
 
 #: File formats :func:`write_table` writes.
 TABLE_FORMATS = ("csv", "json", "md")
@@ -62,7 +64,7 @@ def records(table) -> list[dict]:
 
 
 def markdown_table(table, columns=None, digits: int = 4, *, nan: str = "",
-                   decorate: Callable[[str, object, dict], str | None] | None = None) -> str:
+                   decorate: Callable[[str, object, dict], str | None] | None = None, sanitize: bool = False) -> str:
     """A Markdown table of a DataFrame or a list of dicts, with compact numbers.
 
     Parameters
@@ -76,6 +78,10 @@ def markdown_table(table, columns=None, digits: int = 4, *, nan: str = "",
         Text of a missing number (default empty).
     decorate : callable, optional
         ``decorate(column, value, row)`` returns the cell text, or None for the default.
+    sanitize : bool
+        Untrusted cells: every text value goes through
+        :func:`~gtvcvx.render.html.sanitize_markdown` (no raw HTML, no unsafe links) before
+        ``decorate`` and formatting; column names too.
 
     Notes
     -----
@@ -87,11 +93,15 @@ def markdown_table(table, columns=None, digits: int = 4, *, nan: str = "",
         return "(no rows)"
     present = list(dict.fromkeys(k for r in rows for k in r))
     columns = [c for c in (columns or present) if c in present]
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    header = [sanitize_markdown(c) if sanitize else str(c) for c in columns]
+    lines = ["| " + " | ".join(h.replace("|", "\\|").replace("\n", " ") for h in header) + " |",
+             "|" + "---|" * len(columns)]
     for row in rows:
         cells = []
         for c in columns:
             value = row.get(c)
+            if sanitize and isinstance(value, str):
+                value = sanitize_markdown(value)
             text = decorate(c, value, row) if decorate is not None else None
             if text is None:
                 text = format_number(value, digits, nan=nan)
@@ -109,11 +119,32 @@ def records_of(table) -> list[dict]:
     return list(table)
 
 
+#: First characters that make a spreadsheet read a CSV cell as a formula (OWASP "CSV injection").
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cells(df):
+    """A copy of DataFrame ``df`` whose text cells cannot run as spreadsheet formulas.
+
+    A text cell starting with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return gets a
+    leading ``'`` (OWASP's advice against CSV injection); numbers are unchanged.
+    """
+    def inert(value):
+        return "'" + value if isinstance(value, str) and value.startswith(_FORMULA_STARTS) else value
+
+    df = df.copy()
+    for column in df.columns:
+        if df[column].dtype == object or str(df[column].dtype) in ("string", "str"):
+            df[column] = df[column].map(inert)
+    return df
+
+
 def write_table(table, stem, formats=("csv",)) -> list[Path]:
     """Write ``table`` as ``stem.csv`` / ``stem.json`` / ``stem.md`` for the requested formats.
 
-    CSV keeps full float precision (``%.17g``); JSON holds :func:`records`. Files are written
-    atomically and are readable by others (mode 0644 under a normal umask).
+    CSV keeps full float precision (``%.17g``) and its text cells cannot run as spreadsheet
+    formulas (:func:`csv_cells`); JSON holds :func:`records`. Files are written atomically and
+    are readable by others (mode 0644 under a normal umask).
     """
     import pandas as pd
 
@@ -123,7 +154,7 @@ def write_table(table, stem, formats=("csv",)) -> list[Path]:
     stem = Path(stem)
     written = []
     if "csv" in formats:
-        atomic_write_text(stem.with_suffix(".csv"), df.to_csv(index=False, float_format="%.17g"))
+        atomic_write_text(stem.with_suffix(".csv"), csv_cells(df).to_csv(index=False, float_format="%.17g"))
         written.append(stem.with_suffix(".csv"))
     if "json" in formats:
         atomic_write_text(stem.with_suffix(".json"), json.dumps(records(df), indent=1) + "\n")
