@@ -89,15 +89,17 @@ def _local_image(src: str) -> bool:
 def sanitize_markdown(text: str, *, keep_images: bool = False) -> str:
     """Untrusted text made inert for Markdown files: no raw HTML, no unsafe links, no images.
 
-    ``<``, ``>`` and ``&`` become entities outside code spans (inside one Markdown shows them as
-    typed, so they stay: ``<spec>`` in a command, not ``&lt;spec&gt;``); an image becomes its alt text
+    Outside code spans a ``<`` that could open an HTML tag, comment or autolink (followed by a letter,
+    ``/``, ``!`` or ``?``) and a ``&`` that could start an entity become entities; ``0 < eps < 1``
+    stays as typed, and so does everything inside a code span, which Markdown shows literally
+    (``<spec>`` in a command, not ``&lt;spec&gt;``); an image becomes its alt text
     (``keep_images`` keeps images of relative paths without ``..``, e.g. an experiment's own figures);
     a link with an unsafe target becomes its text.
     """
     text = str(text)
 
     def inert(segment: str) -> str:  # no raw HTML, and no brackets that could still form a link or image
-        return html.escape(segment, quote=False).replace("[", "\\[").replace("]", "\\]")
+        return _markup_escaped(segment).replace("[", "\\[").replace("]", "\\]")
 
     out, pos = [], 0
     for m in _INLINE.finditer(text):
@@ -106,15 +108,24 @@ def sanitize_markdown(text: str, *, keep_images: bool = False) -> str:
             out.append(m.group(0))  # (a backtick ends the span: its content cannot leave it)
         elif m.group("img"):
             keep = keep_images and _local_image(m.group("src"))
-            out.append(html.escape(m.group(0), quote=False) if keep else inert(m.group("alt")))
+            out.append(_markup_escaped(m.group(0)) if keep else inert(m.group("alt")))
         elif m.group("link"):
             keep = safe_href(m.group("href"))
-            out.append(html.escape(m.group(0), quote=False) if keep else inert(m.group("text")))
+            out.append(_markup_escaped(m.group(0)) if keep else inert(m.group("text")))
         else:
             out.append(inert(m.group(0)))
         pos = m.end()
     out.append(inert(text[pos:]))
     return "".join(out)
+
+
+#: What Markdown could read as raw HTML or an entity: ``<`` opening a tag, comment or autolink; ``&`` of an entity.
+_MARKUP = re.compile(r"<(?=[A-Za-z/!?])|&(?=#?[A-Za-z0-9]+;)")
+
+
+def _markup_escaped(text: str) -> str:
+    """``text`` with :data:`_MARKUP`'s characters as entities (``&lt;`` / ``&amp;``)."""
+    return _MARKUP.sub(lambda m: "&lt;" if m.group() == "<" else "&amp;", text)
 
 
 def plain_text(text: str) -> str:

@@ -15,6 +15,7 @@ from pathlib import Path
 from .. import experiments
 from .._validation import contained_path
 from ..io import atomic_write_text
+from ..render.html import sanitize_markdown
 from ..render.markdown import rebase_markdown
 from ..render.tables import json_value
 from ..spec import SpecError, Table
@@ -166,13 +167,15 @@ def write_experiment_pages(rep: SpecReport, out: Path, formats) -> list[str]:
         return []
     written = []
     spec_dir = out / "specs" / rep.slug
-    page = rep.experiment_markdown  # links relative to the experiment's directory
+    # (a results file may come from someone else: inert like every other field, the study's figures kept)
+    markdown = sanitize_markdown(rep.experiment_markdown, keep_images=True)
+    page = markdown  # links relative to the experiment's directory
     if rep.experiment_dir != f"specs/{rep.slug}":
         page = rebase_markdown(page, "../../" + rep.experiment_dir)
     atomic_write_text(spec_dir / "experiment.md", page)
     written.append(f"specs/{rep.slug}/experiment.md")
     if rep.experiment_page:
-        title, _, body = rep.experiment_markdown.partition("\n")
+        title, _, body = markdown.partition("\n")
         prefix = "../" * (len(Path(rep.experiment_page).parts) - 1) + rep.experiment_dir
         atomic_write_text(out / rep.experiment_page,
                           f"# {title.lstrip('#').strip()}\n\n" + rebase_markdown(body.strip(), prefix) + "\n")
