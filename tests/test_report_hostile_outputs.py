@@ -227,3 +227,22 @@ def test_solve_json_is_valid_json_with_non_finite_numbers(tmp_path, capsys):
 
     doc = json.loads(capsys.readouterr().out, parse_constant=refuse)
     assert doc["primal"] == "inf" and doc["dual"] == "-inf"
+
+
+def test_an_experiment_page_from_a_hand_edited_study_record_is_inert_and_keeps_its_figures(tmp_path):
+    """``gtvcvx render`` writes ``experiment.md`` again from the study record in the report folder, which
+    may be edited as results.json can; its text reached the page as it stood."""
+    out = tmp_path / "rep"
+    spec = Path(__file__).resolve().parents[1] / "problems" / "paper" / "study_7_star.toml"
+    assert main(["report", str(spec), "--out", str(out), "--quick", "--quiet", "--format", "md"]) == 0
+    record = next(r for r in json.loads((out / "specs" / "results.json").read_text())["specs"]
+                  if r.get("experiment_record"))
+    path = out / record["experiment_record"]
+    study = json.loads(path.read_text())
+    study["title"] = "T " + HOSTILE + " 0 < eps < 1"
+    path.write_text(json.dumps(study))
+    assert main(["render", str(out), "--format", "md"]) == 0
+    page = out / "specs" / record["slug"] / "experiment.md"
+    _assert_inert(page)
+    text = page.read_text()
+    assert text.startswith("## T ") and "0 < eps < 1" in text and "![" in text  # (the star study's figures)
