@@ -68,3 +68,27 @@ def test_solve_rkhs_spec_and_refuse_experiment_spec(capsys):
     assert re.search(r"^status\s+optimal$", out, re.M) and "accuracy" in out
     assert main(["solve", str(ROOT / "problems/clustering/iris_wine.toml")]) == 2
     assert "experiment spec" in capsys.readouterr().err
+
+
+def test_a_long_solve_says_it_is_still_running(capsys, monkeypatch):
+    """A solve is silent while short; a long one prints a line with the elapsed time every
+    HEARTBEAT_SECONDS (10 s; shortened here) and what bounds the rest."""
+    import time
+
+    import gtvcvx.tasks as tasks
+    from gtvcvx.commands import solve as solve_command
+
+    spec = str(ROOT / "problems" / "quick" / "chain_l1.toml")
+    assert main(["solve", spec]) == 0
+    assert "still solving" not in capsys.readouterr().err
+    real = tasks.solve_spec
+
+    def slow(*args, **kwargs):
+        time.sleep(0.35)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tasks, "solve_spec", slow)
+    monkeypatch.setattr(solve_command, "HEARTBEAT_SECONDS", 0.1)
+    assert main(["solve", spec, "--time-limit", "60"]) == 0
+    err = capsys.readouterr().err
+    assert "gtvcvx solve: still solving quick_chain_l1 with fast (0 s; at most 60 s left (time_limit 60 s))" in err

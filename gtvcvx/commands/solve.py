@@ -5,6 +5,9 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import sys
+import threading
+import time
 
 from .._text import printable
 from ..render.tables import json_value
@@ -94,7 +97,8 @@ def _run(args) -> int:
         raise ValueError(f"--save writes GTV results; it is not available for {task.kind} specs")
     if args.save:
         check_output_path(args.save, "--save")
-    with _backend_options(args, task, solver) as backend:
+    time_limit = overrides.get("time_limit", (spec.solve_options or {}).get("time_limit"))
+    with _backend_options(args, task, solver) as backend, _still_running(f"{spec.name} with {solver}", time_limit):
         result = solve_spec(spec, solver, **overrides, **backend)
     summary = summarize(spec, result)
     if args.save:
@@ -121,6 +125,34 @@ def _run(args) -> int:
         for key, value in lines:
             print(printable(f"{key:<{width}}  {value}"))
     return 0 if result.status == Status.OPTIMAL else 1
+
+
+#: Seconds between the "still solving" lines of a long ``gtvcvx solve`` (the first after as many).
+HEARTBEAT_SECONDS = 10.0
+
+
+@contextlib.contextmanager
+def _still_running(label: str, time_limit, stream=None):
+    """While the block runs, a line on stderr every :data:`HEARTBEAT_SECONDS` with the elapsed time and what
+    bounds the rest (the time limit's remainder, or none): a short solve prints nothing."""
+    stream = sys.stderr if stream is None else stream
+    stop, start = threading.Event(), time.monotonic()
+
+    def beat():
+        while not stop.wait(HEARTBEAT_SECONDS):
+            elapsed = time.monotonic() - start
+            bound = (f"at most {max(float(time_limit) - elapsed, 0.0):.0f} s left (time_limit {float(time_limit):g} s)"
+                     if time_limit else "no time limit: --time-limit bounds it")
+            stream.write(printable(f"gtvcvx solve: still solving {label} ({elapsed:.0f} s; {bound})") + "\n")
+            stream.flush()
+
+    thread = threading.Thread(target=beat, name="gtvcvx-solve-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 @contextlib.contextmanager
