@@ -222,3 +222,18 @@ def test_experiment_params_of_the_wrong_kind_or_an_unbounded_size_are_refused():
     with pytest.raises(ValueError, match=r"params.tol = 'small' .*expected a finite number"):
         params(tol="small")
     assert params(n_lams=12, datasets=["iris"])["n_lams"] == 12
+
+
+def test_experiment_params_are_checked_when_the_spec_loads(tmp_path, capsys):
+    """`n_lams = 100000000` ran silently with memory growing until the study reached it; a study's own
+    [params] are now checked by load_spec, before anything runs (exit 2 naming the file and key)."""
+    spec = tmp_path / "study.toml"
+    spec.write_text('kind = "experiment"\nname = "big"\nexperiment = "clustering_real_data"\n'
+                    '[params]\nn_lams = 100000000\n')
+    with pytest.raises(SpecError, match=r"study.toml: params: params.n_lams = 100000000 .*<= 4000"):
+        load_spec(spec)
+    assert main(["check", str(spec), "--quick"]) == 2
+    assert "params.n_lams" in capsys.readouterr().err
+    spec.write_text(spec.read_text().replace("n_lams = 100000000", 'datasets = "iris"'))
+    with pytest.raises(SpecError, match=r"params.datasets = 'iris' .*expected a list"):
+        load_spec(spec)

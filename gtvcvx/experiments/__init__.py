@@ -70,6 +70,17 @@ def scaled_params(protocol: dict, overrides: dict, params, scale: str, *, contex
         Names the experiment in the error for an unknown key.
     """
     check_scale(scale)
+    params = check_params(protocol, params, context=context)
+    out = dict(protocol)
+    if scale != "full":
+        out.update(overrides)
+    out.update(params)
+    return out
+
+
+def check_params(protocol: dict, params, *, context: str) -> dict:
+    """A spec's ``[params]`` as a dict, checked against the study's ``protocol``: known keys only, each value
+    of its default's kind, counts bounded (see :func:`_check_param`); a ValueError names the key."""
     if params is not None and not isinstance(params, dict):
         raise ValueError(f"params for {context}: expected a table of parameters, got {params!r}")
     params = dict(params or {})
@@ -78,11 +89,20 @@ def scaled_params(protocol: dict, overrides: dict, params, scale: str, *, contex
         raise ValueError(f"params: unknown key(s) {sorted(unknown)} for {context}; expected some of {sorted(protocol)}")
     for key, value in params.items():
         _check_param(key, value, protocol[key], context)
-    out = dict(protocol)
-    if scale != "full":
-        out.update(overrides)
-    out.update(params)
-    return out
+    return params
+
+
+def protocol_of(experiment: str) -> dict | None:
+    """The full protocol of the study an experiment runs, where the experiment is one study of a module's
+    ``DEFAULTS`` (same name); None for an experiment that combines studies (its parameters are checked
+    when it runs)."""
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        defaults = getattr(importlib.import_module(f"{__name__}.{info.name}"), "DEFAULTS", None)
+        if isinstance(defaults, dict) and isinstance(defaults.get(experiment), dict):
+            return defaults[experiment]
+    return None
 
 
 #: A count in a spec's ``[params]`` (repetitions, sweep sizes, nodes, ...) may be at most this

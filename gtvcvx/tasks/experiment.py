@@ -81,6 +81,12 @@ class ExperimentTask(Task):
         params = top.raw("params", {})
         if not isinstance(params, dict):
             raise SpecError(path, "params", "expected a table")
+        protocol = experiments.protocol_of(experiment)
+        if protocol is not None:  # (before anything runs; a study of several is checked when it runs)
+            try:
+                experiments.check_params(protocol, params, context=f"experiment {experiment!r}")
+            except ValueError as exc:
+                raise SpecError(path, "params", str(exc)) from None
         checks = top.raw("check", {})
         if not isinstance(checks, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
                                                    for v in checks.values()):
