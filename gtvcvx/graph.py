@@ -122,8 +122,20 @@ class Graph:
 
     __slots__ = ("n", "edges", "weights", "__dict__")
 
-    def __init__(self, n: int, edges: np.ndarray, weights: np.ndarray):
-        # Trusted constructor: callers pass validated, oriented int64 edges and float weights.
+    def __init__(self, n: int, edges, weights=None):
+        # the public constructor validates as from_edges does (an edge to node 7 of a 3-node graph was accepted
+        # and crashed the interpreter in a compiled kernel); the package's own graphs use _trusted
+        valid = type(self).from_edges(n, edges, weights)
+        self._set(valid.n, valid.edges, valid.weights)
+
+    @classmethod
+    def _trusted(cls, n: int, edges: np.ndarray, weights: np.ndarray) -> "Graph":
+        """A graph of already validated, oriented int64 edges and float weights (no checks)."""
+        graph = cls.__new__(cls)
+        graph._set(n, edges, weights)
+        return graph
+
+    def _set(self, n: int, edges: np.ndarray, weights: np.ndarray) -> None:
         self.n = int(n)
         self.edges = edges
         self.weights = weights
@@ -190,7 +202,7 @@ class Graph:
                 raise ValueError(
                     f"weights[{e}] = {float(w[e])!r} for edge ({oriented[e, 0]}, {oriented[e, 1]}) "
                     "must be finite and > 0 (drop the edge instead of giving it weight 0)")
-            return cls(n, np.ascontiguousarray(oriented, dtype=np.int64), np.ascontiguousarray(w))
+            return cls._trusted(n, np.ascontiguousarray(oriented, dtype=np.int64), np.ascontiguousarray(w))
 
     @classmethod
     def from_scipy_sparse(cls, adjacency) -> "Graph":
@@ -502,7 +514,7 @@ class Graph:
         perm = as_index_array(perm, "perm", ndim=1)
         if perm.shape != (self.n,) or not np.array_equal(np.sort(perm), np.arange(self.n)):
             raise ValueError(f"perm must be a permutation of 0..{self.n - 1}")
-        return Graph(self.n, np.ascontiguousarray(np.sort(perm[self.edges], axis=1)), self.weights.copy())
+        return Graph._trusted(self.n, np.ascontiguousarray(np.sort(perm[self.edges], axis=1)), self.weights.copy())
 
     def subgraph(self, nodes) -> "Graph":
         """The graph induced by ``nodes`` (relabelled 0..len(nodes)-1 in the given order)."""
@@ -513,7 +525,7 @@ class Graph:
         position[nodes] = np.arange(nodes.size)
         mapped = position[self.edges]
         keep = (mapped >= 0).all(axis=1)
-        return Graph(nodes.size, np.ascontiguousarray(np.sort(mapped[keep], axis=1)),
+        return Graph._trusted(nodes.size, np.ascontiguousarray(np.sort(mapped[keep], axis=1)),
                      self.weights[keep].copy())
 
     def to_csv(self, path) -> None:

@@ -249,7 +249,7 @@ def _knn_graph(pts: np.ndarray, kk: int, weights: str, phi) -> Graph:
         pairs, sq = _knn_pairs(nbr, dist)
     # (the trusted constructor: distinct in-range pairs i < j, weights checked below)
     if weights == "uniform":
-        return Graph(n, pairs, np.ones(pairs.shape[0]))
+        return Graph._trusted(n, pairs, np.ones(pairs.shape[0]))
     if phi is None:
         spread = float(pts.var(axis=0).mean())
         phi = 0.5 / spread if spread > 0 else 1.0
@@ -261,7 +261,7 @@ def _knn_graph(pts: np.ndarray, kk: int, weights: str, phi) -> Graph:
         raise ValueError(
             f"phi = {phi:g} makes some Gaussian weights underflow to 0; use a smaller phi or "
             "standardize the points")
-    return Graph(n, pairs, w)
+    return Graph._trusted(n, pairs, w)
 
 
 def _knn_pairs(nbr: np.ndarray, dist: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

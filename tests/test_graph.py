@@ -190,3 +190,17 @@ def test_union_find_components_number_them_as_scipy_does(monkeypatch):
         got_count, got_labels = graph.edge_components(case)
         assert got_count == count > 1 and got_labels.dtype == np.int64
         assert np.array_equal(got_labels, labels)
+
+
+def test_the_public_constructor_validates_like_from_edges():
+    """``Graph(n, edges, weights)`` was a trusted constructor: an edge to node 7 of a 3-node graph was accepted
+    and a solve crashed the interpreter (SIGSEGV in a compiled kernel); it now checks what from_edges checks."""
+    with pytest.raises(ValueError, match=r"edge 0 = \(0, 7\) has a node index out of range"):
+        Graph(3, np.array([[0, 7]]), np.array([1.0]))
+    with pytest.raises(ValueError, match="self-loop"):
+        Graph(3, [[1, 1]], [1.0])
+    with pytest.raises(ValueError, match=r"weights\[0\] = -1.0"):
+        Graph(3, [[0, 1]], [-1.0])
+    graph = Graph(3, [[1, 0], [1, 2]])  # lists, either orientation, default weights
+    assert graph.edges.tolist() == [[0, 1], [1, 2]] and graph.weights.tolist() == [1.0, 1.0]
+    assert graph.edges.dtype == np.int64 and not graph.edges.flags.writeable

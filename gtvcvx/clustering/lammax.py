@@ -289,9 +289,9 @@ def _contract(graph: Graph, B: np.ndarray, heavy: np.ndarray):
         inverse = inverse.reshape(-1)
         w = np.bincount(inverse, weights=graph.weights[light[keep]], minlength=uniq.shape[0])
         edge_of_light[light[keep]] = inverse
-        small = Graph(n_super, np.ascontiguousarray(uniq, dtype=np.int64), np.ascontiguousarray(w))
+        small = Graph._trusted(n_super, np.ascontiguousarray(uniq, dtype=np.int64), np.ascontiguousarray(w))
     else:
-        small = Graph(n_super, np.zeros((0, 2), dtype=np.int64), np.zeros(0))
+        small = Graph._trusted(n_super, np.zeros((0, 2), dtype=np.int64), np.zeros(0))
     Bs = np.zeros((n_super, B.shape[1]))
     np.add.at(Bs, node_map, B)
     return small, Bs, node_map, edge_of_light
@@ -389,7 +389,7 @@ def _solve_bracket(graph: Graph, B: np.ndarray, penalty: Penalty, rtol: float, m
 def _conic_on_edges(graph: Graph, B, penalty, mask, upper_hint):
     """The conic problem on the subgraph of the edges in ``mask``; the flow lifted to all edges."""
     idx = np.flatnonzero(mask)
-    sub = Graph(graph.n, graph.edges[idx], graph.weights[idx])
+    sub = Graph._trusted(graph.n, graph.edges[idx], graph.weights[idx])
     U, X, status = _conic_flow(sub, B, penalty, upper_hint)
     if U is None:
         return None, X, status

@@ -192,7 +192,7 @@ def locality_order(problem: GTVProblem, force: bool = False) -> NodeOrder | None
     np.take(low, edge_order, out=relabelled[:, 0])
     np.take(high, edge_order, out=relabelled[:, 1])
     # the trusted constructor: a permutation of a valid graph's edges is a valid graph
-    new_graph = Graph(n, relabelled, graph.weights[edge_order])
+    new_graph = Graph._trusted(n, relabelled, graph.weights[edge_order])
     new_problem = GTVProblem(new_graph, problem.loss.subset(order), problem.penalty, problem.lam)
     return NodeOrder(new_problem, order, position, edge_order, sign)
 
@@ -230,7 +230,7 @@ def edge_block_order(problem: GTVProblem, force: bool = False, block: int | None
     reordered = _column_major_edges(m)
     for k in (0, 1):
         np.take(graph.edges[:, k], edge_order, out=reordered[:, k])
-    new_graph = Graph(n, reordered, graph.weights[edge_order])
+    new_graph = Graph._trusted(n, reordered, graph.weights[edge_order])
     identity = np.arange(n)
     return NodeOrder(GTVProblem(new_graph, problem.loss, problem.penalty, problem.lam), identity, identity,
                      edge_order, None, kind="edge_blocks")
