@@ -1222,7 +1222,7 @@ class SquaredDistance(Loss):
     conic_form = "squared_distance"
 
     def __init__(self, points):
-        pts = as_float_array(points, "points", ndim=2)
+        pts = as_float_array(points, "points", ndim=2, copy=True)  # (frozen below: never the caller's array)
         if pts.shape[0] == 0 or pts.shape[1] == 0:
             raise ValueError(f"points must have shape (n, d) with n, d >= 1, got {pts.shape}")
         self.points = pts

@@ -58,7 +58,10 @@ class QuadraticForm(SquaredNorm2):
         mu, V = np.linalg.eigh(Q)
         d = Q.shape[0]
         if not mu[0] > 16 * d * np.finfo(float).eps * max(mu[-1], 0.0):
-            raise ValueError(f"penalty 'quadratic_form': Q must be positive definite; its smallest eigenvalue is {mu[0]:.3g} "
+            why = ("positive definite" if mu[0] <= 0 else
+                   f"positive definite to float64's resolution: its condition number {mu[-1] / mu[0]:.3g} is beyond "
+                   f"{1 / (16 * d * np.finfo(float).eps):.3g} (rescale the coordinates)")
+            raise ValueError(f"penalty 'quadratic_form': Q must be {why}; its smallest eigenvalue is {mu[0]:.3g} "
                              f"(largest {mu[-1]:.3g})")
         self.Q = Q
         self.Q.flags.writeable = False

@@ -116,8 +116,21 @@ def solve_primal(problem: GTVProblem, solver: str = "CLARABEL", **opts) -> GTVRe
     problem = _check_problem(problem)
     cp_problem, W = primal_statement(problem)
     run = run_cvxpy(cp_problem, solver, opts)
+    run.status, run.message = _checked_claim(run)
     W_val = _array(W.value, (problem.n, problem.d)) if _usable(run) else None
     return _finish(problem, run, W_val, None)
+
+
+def _checked_claim(run):
+    """The backend's ``(status, message)``, where an infeasible or unbounded claim becomes ``solver_error`` saying
+    why: a GTV problem is neither (every ``W`` is feasible and the objective is >= 0; the zero flow is feasible
+    for the dual), so such a claim is the backend's numerical failure (CLARABEL said 'infeasible_inaccurate' on
+    features at 1e-8 and 1e8 with labels offset by 1e9, which the fast core certifies)."""
+    if run.status not in (Status.INFEASIBLE, Status.UNBOUNDED):
+        return run.status, run.message
+    return Status.SOLVER_ERROR, (f"{run.solver} reported the problem {run.status}, which a GTV problem cannot be "
+                                 "(it is always feasible and bounded): a numerical failure of the backend, likely "
+                                 f"from the data's scaling; rescale the features and labels ({run.message})")
 
 
 def solve_dual(problem: GTVProblem, solver: str = "CLARABEL", **opts) -> GTVResult:
@@ -133,6 +146,7 @@ def solve_dual(problem: GTVProblem, solver: str = "CLARABEL", **opts) -> GTVResu
     problem = _check_problem(problem)
     cp_problem, U, coupling = dual_statement(problem)
     run = run_cvxpy(cp_problem, solver, opts)
+    run.status, run.message = _checked_claim(run)
     U_val = W_val = None
     if _usable(run):
         U_val = _array(U.value, (problem.n_edges, problem.d)) if U is not None else np.zeros((0, problem.d))

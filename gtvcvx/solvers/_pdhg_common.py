@@ -101,6 +101,9 @@ def warm_start_parts(problem: GTVProblem, warm_start):
     if isinstance(warm_start, GTVResult):
         W, U = warm_start.W, warm_start.U
     elif isinstance(warm_start, dict):
+        unknown = sorted(map(str, set(warm_start) - {"W", "U"}))
+        if unknown:  # ({"w": ...} ran as a cold start, silently)
+            raise ValueError(f"warm_start: unknown key(s) {unknown}; expected 'W' and/or 'U'")
         W, U = warm_start.get("W"), warm_start.get("U")
     else:
         raise TypeError("warm_start must be a GTVResult or a dict with keys 'W' and/or 'U'")

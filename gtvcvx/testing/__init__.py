@@ -20,6 +20,8 @@ Examples
 
 from __future__ import annotations
 
+import numbers
+
 from ..solvers.certificate import Certificate
 from .cache import ReferenceCache, default_cache_dir, spec_key
 from .contracts import check_loss, check_penalty
@@ -59,6 +61,10 @@ def assert_optimal(problem, W, rtol: float = 1e-6, *, U=None, atol: float = 0.0,
         ``c_e phi(z_e) + c_e phi^*(u_e/c_e) - <z_e, u_e>``), i.e. where the optimality
         conditions ``grad L_i(w_i) + (D^T U)_i = 0`` and ``U_e in c_e d phi((DW)_e)`` fail.
     """
+    if isinstance(rtol, bool) or not isinstance(rtol, numbers.Real) or not 0.0 <= float(rtol) < 1.0:
+        raise ValueError(f"rtol must be a relative gap in [0, 1), got {rtol!r}")  # (nan or -1 failed every W)
+    if isinstance(atol, bool) or not isinstance(atol, numbers.Real) or not float(atol) >= 0.0:
+        raise ValueError(f"atol must be a number >= 0, got {atol!r}")
     cert = certify(problem, W, U)
     ok = cert.rel_gap <= rtol or (atol > 0 and cert.gap <= atol)
     if ok:
