@@ -101,8 +101,9 @@ def _edge_weights(weights, n_edges: int) -> np.ndarray:
 class Graph:
     """An undirected graph with positive edge weights.
 
-    Build one with :meth:`Graph.from_edges` (validated) or a generator in
-    :mod:`gtvcvx.graphs`. Edges keep the order they were given in, each oriented so that
+    Build one with ``Graph(n, edges, weights=None)`` or :meth:`Graph.from_edges` (the same
+    validation: node indices in range, no self-loops or duplicate edges, weights finite and
+    > 0) or a generator in :mod:`gtvcvx.graphs`. Edges keep the order they were given in, each oriented so that
     ``edges[e, 0] < edges[e, 1]``.
 
     Attributes
