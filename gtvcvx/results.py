@@ -8,7 +8,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["Status", "GTVResult", "SolveResult", "WrappedSolve", "RESULT_ROW_KEYS", "relative_gap",
+__all__ = ["Status", "SOLUTION_STATUSES", "GTVResult", "SolveResult", "WrappedSolve", "RESULT_ROW_KEYS", "relative_gap",
            "resolution_message", "out_of_reach_message", "gap_stalled", "tol_out_of_reach"]
 
 
@@ -24,6 +24,11 @@ class Status(StrEnum):
     INACCURATE = "inaccurate"
     #: bounded below, but the infimum is not attained (e.g. logistic loss on separable data)
     NO_MINIMIZER = "no_minimizer"
+
+
+#: Statuses whose run returns a point worth certifying (a solver stopped short of its tolerance, or at a limit,
+#: still has one); the others (infeasible, unbounded, solver_error, no_minimizer) have none.
+SOLUTION_STATUSES = (Status.OPTIMAL, Status.INACCURATE, Status.MAX_ITER, Status.TIME_LIMIT)
 
 
 def relative_gap(primal: float, dual: float) -> float:

@@ -16,7 +16,7 @@ from ..graph import Graph
 from ..losses import SquaredDistance
 from ..penalties import Norm2, Penalty
 from ..problem import GTVProblem
-from ..results import GTVResult, Status, relative_gap
+from ..results import SOLUTION_STATUSES, GTVResult, relative_gap
 from .backend import run_cvxpy
 
 __all__ = ["ClusteringStatement", "clustering_statement", "solve_clustering"]
@@ -130,7 +130,7 @@ def solve_clustering(points, lam, graph: Graph, penalty: Penalty | None = None, 
     run = run_cvxpy(statement.problem, solver, opts)
     n, d = statement.points.shape
     W = U = None
-    if run.status in (Status.OPTIMAL, Status.INACCURATE, Status.MAX_ITER, Status.TIME_LIMIT) and statement.W.value is not None:
+    if run.status in SOLUTION_STATUSES and statement.W.value is not None:
         W = np.asarray(statement.W.value, dtype=float).reshape(n, d)
         if statement.coupling is None:
             U = np.zeros((0, d))

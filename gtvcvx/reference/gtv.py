@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..problem import GTVProblem
-from ..results import GTVResult, Status, relative_gap
+from ..results import GTVResult, SOLUTION_STATUSES, Status, relative_gap
 from .backend import run_cvxpy
 
 __all__ = ["primal_statement", "dual_statement", "solve_primal", "solve_dual"]
@@ -86,7 +86,7 @@ def _finish(problem: GTVProblem, run, W, U) -> GTVResult:
 
 
 def _usable(run) -> bool:
-    return run.status in (Status.OPTIMAL, Status.INACCURATE, Status.MAX_ITER, Status.TIME_LIMIT)
+    return run.status in SOLUTION_STATUSES
 
 
 def _array(value, shape):

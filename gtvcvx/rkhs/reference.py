@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..results import Status
+from ..results import SOLUTION_STATUSES, Status
 from ..reference.backend import run_cvxpy
 
 __all__ = ["rkhs_dual_statement", "rkhs_primal_statement", "solve_rkhs_dual", "solve_rkhs_primal"]
@@ -88,7 +88,7 @@ def rkhs_primal_statement(problem):
 
 
 def _usable(run) -> bool:
-    return run.status in (Status.OPTIMAL, Status.INACCURATE, Status.MAX_ITER, Status.TIME_LIMIT)
+    return run.status in SOLUTION_STATUSES
 
 
 def _vector(value, n):

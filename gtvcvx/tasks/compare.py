@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..memory import MemoryMeter
 from ..problem import GTVProblem
-from ..results import Status
+from ..results import SOLUTION_STATUSES, Status
 from ._base import task_for
 
 __all__ = ["compare", "run_comparison", "Comparison", "select_solvers", "problem_size", "as_spec",
@@ -135,7 +135,6 @@ class Comparison:
 _BASE_COLUMNS = ["solver", "status", "primal", "dual", "gap", "rel_gap", "objective_error", "solution_error",
                  "reference"]
 _TAIL_COLUMNS = ["value", "setup_time", "solve_time", "certify_time", "wall_time", "iterations"]
-_USABLE = (Status.OPTIMAL, Status.INACCURATE, Status.MAX_ITER, Status.TIME_LIMIT)
 
 
 def timed_run(task, spec, solver, *, memory, time_limit, fast_options):
@@ -221,7 +220,7 @@ def run_comparison(spec_or_problem, solvers=DEFAULT_SOLVERS, *, skip=None, memor
     # reference: the smallest certified relative gap among rows with a solution
     reference = None
     usable = [i for i, r in enumerate(rows)
-              if r["status"] in {str(s) for s in _USABLE} and np.isfinite(r.get("rel_gap", np.nan))]
+              if r["status"] in {str(s) for s in SOLUTION_STATUSES} and np.isfinite(r.get("rel_gap", np.nan))]
     if usable:
         i_ref = min(usable, key=lambda i: (rows[i]["rel_gap"], i))
         reference = rows[i_ref]["solver"]
