@@ -398,9 +398,7 @@ class SparseKernelClassifier(ClassifierMixin, BaseEstimator):
     def _warn_about_model(self, X, results) -> None:
         """Warn when the fitted coefficients predict one class for every training sample, or (``recovery="l0"``,
         hard margin) break the margins the certificate is about."""
-        with blas_threads(self.blas_threads):
-            F = np.column_stack([self.dictionary_.evaluate(X, a) for a in np.atleast_2d(self.alpha_)])
-        predicted = (F[:, 0] > 0).astype(int) if len(results) == 1 else np.argmax(F, axis=1)
+        predicted = self._class_indices(self._scores(X))
         if X.shape[0] > 1 and np.all(predicted == predicted[0]):
             where = (f"dictionary={self.dictionary!r} in {X.shape[1]} dimensions" if isinstance(self.dictionary, str)
                      else "the given dictionary")
@@ -426,16 +424,22 @@ class SparseKernelClassifier(ClassifierMixin, BaseEstimator):
         """``f(x) = sum_j Delta_j alpha_j k(x, s_j; w_j)``: shape (n,) with two classes (positive values
         predict ``classes_[1]``), else (n, n_classes) one-vs-rest scores."""
         self._check_fitted()
-        X = validate_data(self, X, dtype=np.float64, reset=False)
+        return self._scores(validate_data(self, X, dtype=np.float64, reset=False))
+
+    def predict(self, X) -> np.ndarray:
+        """Class labels: ``classes_[1]`` where ``f(x) > 0`` (two classes), else the highest score's class."""
+        indices = self._class_indices(self.decision_function(X))  # (first: an unfitted model has no classes_)
+        return self.classes_[indices]
+
+    def _scores(self, X) -> np.ndarray:
+        """:meth:`decision_function` of validated samples ``X``."""
         dictionary = getattr(self, "dictionary_", self.dictionary)
         with blas_threads(self.blas_threads):
             if self.alpha_.ndim == 1:
                 return dictionary.evaluate(X, self.alpha_)
             return np.column_stack([dictionary.evaluate(X, a) for a in self.alpha_])
 
-    def predict(self, X) -> np.ndarray:
-        """Class labels: ``classes_[1]`` where ``f(x) > 0`` (two classes), else the highest score's class."""
-        f = self.decision_function(X)
-        if f.ndim == 1:
-            return self.classes_[(f > 0).astype(int)]
-        return self.classes_[np.argmax(f, axis=1)]
+    @staticmethod
+    def _class_indices(scores) -> np.ndarray:
+        """Indices into ``classes_`` of the decision values ``scores`` ((n,) or (n, n_classes))."""
+        return (scores > 0).astype(int) if scores.ndim == 1 else np.argmax(scores, axis=1)
