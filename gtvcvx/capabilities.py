@@ -29,6 +29,8 @@ TRAITS = {
     "separable_points": "L_i(w) = ||w - a_i||^2 for given points a_i (convex clustering; ``loss.points``)",
     "norm": "phi is a norm (a positively homogeneous penalty with a bounded dual ball)",
     "quadratic": "phi or L is a convex quadratic",
+    "nonnegative": ("L_i(w) >= 0 for every w, so L_i^*(0) = -inf L_i <= 0: the zero dual point certifies a node "
+                    "whose flow is zero with the term L_i(w_i), exactly (no residual)"),
     "classifier": "labels y in {-1, +1} predicted by sign(x^T w) (training accuracy is measured)",
     "no_minimizer_if_separable": ("L_i(t w) decreases strictly towards inf L_i = 0 as t -> inf when every sample "
                                   "of node i has y x^T w > 0 (logistic; ``X_all``, ``y_all``, ``node_of_sample``): "

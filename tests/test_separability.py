@@ -97,7 +97,10 @@ def test_the_check_can_be_switched_off_and_only_applies_to_declaring_losses(monk
     X, y, edges = _separable()
     problem = _logistic(X, y, edges)
     result = g.solve(problem, max_iter=200, check_separability=False)
-    assert str(result.status) == "max_iter"  # the iterates drift; the certificate says how far
+    # the iterates drift towards the infimum 0; the zero dual point (inf L_i = 0) bounds it exactly, so a point
+    # within tol of it is certified as such (before that point's term was infinite: max_iter, no bound)
+    assert result.dual <= 0.0 and result.gap >= result.primal
+    assert str(result.status) != "optimal" or result.primal <= 1e-6 * (1 + result.primal)
     squared = g.GTVProblem(problem.graph, g.SquaredError(X, y), get_penalty("norm2"), 0.1)
     assert find_separation(squared) is None  # no declared trait: nothing to decide
     monkeypatch.setattr(separability, "MAX_ENTRIES", 10)  # too large to check: nothing is claimed

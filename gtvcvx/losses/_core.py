@@ -771,7 +771,7 @@ class SquaredError(_DesignLoss):
     """
 
     name = "squared_error"
-    traits = ("smooth", "quadratic")
+    traits = ("smooth", "quadratic", "nonnegative")
     conic_form = "squared_residual"
 
     def scaled(self, factor: float) -> "SquaredError":
@@ -953,7 +953,7 @@ class Logistic(_DesignLoss):
     """
 
     name = "logistic"
-    traits = ("smooth", "classifier", "no_minimizer_if_separable")
+    traits = ("smooth", "classifier", "no_minimizer_if_separable", "nonnegative")
     conic_form = "logistic_margin"
 
     @staticmethod
@@ -1217,7 +1217,7 @@ class SquaredDistance(Loss):
     """
 
     name = "squared_distance"
-    traits = ("smooth", "strongly_convex", "separable_points")
+    traits = ("smooth", "strongly_convex", "separable_points", "nonnegative")
     data = "points"
     conic_form = "squared_distance"
 

@@ -172,13 +172,15 @@ class MarginLoss(_DesignLoss):
         return self._prox_iterations(V, step, warm_start, self.warm_iterations)
 
     # -- conjugate and certificates --------------------------------------------------------------
-    def _dual_point(self, V, u, rounds: int = 50):
+    def _dual_point(self, V, u, rounds: int = 50, *, zero_exact: bool = True):
         """A dual point ``a`` in the box with ``(1/m) X^T a`` as close to ``v`` as found.
 
         Starts at the subgradient at arguments ``u`` (exact where ``v`` is the subgradient there)
         and alternates the projection onto ``{(1/m) X^T a = v}`` in the metric weighted by
         :meth:`_kink_distance` (corrections go where they cost little) with clipping into the
-        box. Returns padded ``a`` (n, m_max).
+        box. With ``zero_exact`` a node with ``v_i = 0`` gets ``a = 0`` (represents it exactly, but its
+        term is ``L_i(w_i)`` itself); without, the subgradient's point like any other (a term near 0 at a
+        local optimum, and a rounding-level residual). Returns padded ``a`` (n, m_max).
         """
         Xp, yp, mask, inv_m = self._padded
         lo, hi = self._padded_box()
@@ -194,8 +196,9 @@ class MarginLoss(_DesignLoss):
         gram_pinv = np.linalg.pinv(gram, 1e-13, hermitian=True)
         a = np.clip(self._padded_samples(self._subgradient(u, self.y_all)), lo, hi)
         # v_i = 0 is represented exactly by a = 0 where the box holds 0 (the zero flow)
-        zero = ~np.any(V != 0, axis=1) & np.all(~mask | ((lo <= 0) & (hi >= 0)), axis=1)
-        a[zero] = 0.0
+        if zero_exact:
+            zero = ~np.any(V != 0, axis=1) & np.all(~mask | ((lo <= 0) & (hi >= 0)), axis=1)
+            a[zero] = 0.0
         resid = target - np.matmul(Xt, a[:, :, None])[:, :, 0]
         for _ in range(rounds):
             if not (np.abs(resid) > 0).any():
@@ -222,14 +225,17 @@ class MarginLoss(_DesignLoss):
         ``v' = (1/m) X^T a`` with ``a`` from :meth:`_dual_point`; each term is
         ``(1/m) sum_k [phi(z_k) + phi^*(a_k) - a_k z_k]`` summed from non-negative per-sample
         forms (no cancellation). Returns the terms and the residual ``v - v'``, which the
-        certificate pays for with its a-priori allowance.
+        certificate pays for with its a-priori allowance. A node with ``v_i = 0`` gets the
+        subgradient's point too (``zero_exact=False``): the certificate itself chooses, per
+        component, between it and the zero dual point (trait ``"nonnegative"``), whose term is
+        ``L_i(w_i)``: with ``lam = 0`` the zero point alone left every node's whole loss in the gap.
         """
         W = self._check_W(W)
         V = self._check_W(V, "V")
         if self.y_all.size == 0:
             return np.zeros(self.n), V.copy()
         u = self._argument(W)
-        a = self._unpadded(self._dual_point(V, u))
+        a = self._unpadded(self._dual_point(V, u, zero_exact=False))
         per_sample = self._fenchel_young(u, self.y_all, a) / self.counts[self.node_of_sample]
         terms = self._node_sums(np.maximum(per_sample, 0.0))
         return np.where(self.has_data, terms, 0.0), V - self._represented(a)
@@ -274,7 +280,9 @@ class MarginLoss(_DesignLoss):
 
         The bound is tight when ``hint`` is a maximizer ``w`` of ``v^T w - L(w)`` (as in a
         certificate at an optimum). Without ``hint`` one is sought by proximal-point steps
-        ``w <- prox_{t L}(w + t v)`` with ``t`` growing from 1 to 1e6.
+        ``w <- prox_{t L}(w + t v)`` with ``t`` growing from 1 to 1e6. At ``v_i = 0`` the smaller of
+        the value at that point and at ``a = 0`` (exact, ``0``; the point alone gave ``L^*(0) <= 0``
+        where ``-min L_i`` is the value, e.g. with ``lam = 0``).
         """
         V = self._check_W(V, "V")
         ok = self._domain_ok(V, scale)
@@ -286,14 +294,19 @@ class MarginLoss(_DesignLoss):
                 W = self.prox(W + step * V, step, warm_start=W)
         else:
             W = self._check_W(hint, "hint")
-        a = self._unpadded(self._dual_point(V, self._argument(W)))
+        a = self._unpadded(self._dual_point(V, self._argument(W), zero_exact=False))
         inv_m = 1.0 / self.counts[self.node_of_sample]
         values = self._node_sums(self._conj_samples(a) * inv_m)
         resid = np.linalg.norm(V - self._represented(a), axis=1)
         rounding = 64.0 * (self.max_terms + 8) * np.finfo(float).eps * (
             self._node_sums(np.linalg.norm(self.X_all, axis=1) * np.abs(a) * inv_m) + np.linalg.norm(V, axis=1))
         exact = (resid <= np.maximum(rounding, _domain_limit(V, scale))) | ~self.has_data
-        return np.where(ok & exact, np.where(self.has_data, values, 0.0), np.inf)
+        values = np.where(exact, values, np.inf)
+        lo, hi = self._box(self.y_all)
+        zero_in_box = self._node_sums(((lo > 0) | (hi < 0)).astype(float)) == 0
+        zero = ~np.any(V != 0, axis=1) & zero_in_box  # a = 0 represents v_i = 0 exactly: L^*(0) <= 0
+        values = np.where(zero, np.minimum(values, 0.0), values)
+        return np.where(ok, np.where(self.has_data, values, 0.0), np.inf)
 
     # -- CVXPY --------------------------------------------------------------------------------
     def _cvxpy_prediction(self, W):

@@ -37,7 +37,7 @@ class AbsoluteError(MarginLoss):
     """
 
     name = "absolute_error"
-    traits = ()
+    traits = ("nonnegative",)
     conic_form = "absolute_residual"
 
     def _argument(self, W):

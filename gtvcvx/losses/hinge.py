@@ -38,7 +38,7 @@ class Hinge(MarginLoss):
     """
 
     name = "hinge"
-    traits = ("classifier",)
+    traits = ("classifier", "nonnegative")
     conic_form = "hinge_margin"
 
     def linear_minorants(self):

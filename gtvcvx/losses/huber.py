@@ -42,7 +42,7 @@ class Huber(MarginLoss):
     """
 
     name = "huber"
-    traits = ("smooth",)
+    traits = ("smooth", "nonnegative")
     conic_form = "huber_residual"
     kappa = 1.0
 

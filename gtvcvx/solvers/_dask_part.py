@@ -26,7 +26,7 @@ from ..losses._core import get_loss
 from ._edge_kernels import MOVE_HALPERN, MOVE_NONE, MOVE_RESTART, EdgeSweep
 from ._kernels import axpy, scal
 from ._partition import PartLayout
-from .certificate import MinorantBoxes, allowance_partials, bounds_optimum, component_grams
+from .certificate import MinorantBoxes, allowance_partials, bounds_optimum, component_grams, zero_flow_nodes
 
 __all__ = ["PartData", "Part"]
 
@@ -434,6 +434,10 @@ class Part:
             Z = self.D @ self._ext_of(self.Wp, self._halos(halos, "W"))
             counted = slice(None) if self.all_counted else self.counted
             node_gaps, node_residual = self.loss.certify_nodes(self.Wp, V)
+            zero = zero_flow_nodes(self.loss, V, node_gaps, node_residual)
+            if zero.any():  # the zero dual point there (exact; the single-process certificate chooses per component)
+                node_gaps = np.where(zero, self.loss.node_values(self.Wp), node_gaps)
+                node_residual = np.where(zero[:, None], 0.0, node_residual)
             edge_gaps = penalty._edge_fenchel_young(Z[counted], Uf[counted], caps[counted])
             self._cert = (self.Wp.copy(), Uf, node_gaps, edge_gaps, V)
             self._residual = node_residual
