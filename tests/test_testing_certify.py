@@ -102,3 +102,34 @@ def test_certify_rejects_bad_input(problem_factory):
         certify(problem, np.full((problem.n, problem.d), np.nan))
     with pytest.raises(TypeError, match="GTVProblem"):
         certify("not a problem", np.zeros((2, 2)))
+
+
+def _hinge_at_kinks():
+    rng = np.random.default_rng(1)
+    graph, _ = g.graphs.sbm([5, 5], p_in=0.8, p_out=0.2, seed=2)
+    X = [rng.normal(size=(int(rng.integers(1, 5)), 3)) for _ in range(10)]
+    y = [np.sign(rng.normal(size=len(x))) for x in X]
+    return g.GTVProblem(graph, g.Hinge(X, y), g.Norm2(), 0.1)
+
+
+def test_an_exact_hinge_optimum_passes_assert_optimal_through_the_flows_of_a_solve():
+    """At a hinge optimum the samples on their kinks have a whole interval of subgradients; the flows built
+    from W take the wrong one (an optimum to ~1e-9 certified only to 0.83, so ``assert_optimal`` rejected
+    every exact solution of a non-smooth problem). The flows of a solve warm-started at W certify it, and
+    the bound stays a bound for a W that is not optimal."""
+    problem = _hinge_at_kinks()
+    W = run_solver(problem, "CLARABEL").W
+    assert certify(problem, W).rel_gap > 0.1  # the flows built from W alone
+    with pytest.raises(AssertionError, match="not optimal"):
+        assert_optimal(problem, W, rtol=1e-6, solve_time=None)
+    cert = assert_optimal(problem, W, rtol=1e-6)
+    assert "fast-core solve" in cert.message and cert.rel_gap <= 1e-6
+    fast = g.solve(problem, tol=1e-10)
+    assert cert.dual <= fast.primal + 1e-12 * (1 + abs(fast.primal))  # P* <= P(W_fast): a lower bound on it
+    assert cert.primal - fast.dual <= 1e-6 * (1 + abs(fast.dual))  # and W is optimal by the solver's bound too
+    worse = W + 0.03 * np.random.default_rng(0).normal(size=W.shape)
+    with pytest.raises(AssertionError, match="not optimal"):
+        assert_optimal(problem, worse, rtol=1e-6)
+    assert certify(problem, worse, solve_time=30).gap >= problem.objective(worse) - problem.objective(W) - 1e-9
+    with pytest.raises(ValueError, match="solve_time"):
+        assert_optimal(problem, W, solve_time=-1)
