@@ -405,6 +405,8 @@ def test_hard_margin_with_overlapping_classes_is_unbounded():
     fast = solve_dual(p)
     assert fast.status == Status.UNBOUNDED and "soft margin" in fast.message
     assert not np.isfinite(fast.gap)
+    # the LP's claim is at its tolerance; along a Farkas ray of the margins the dual is certified (was ~5e3)
+    assert "Farkas ray" in fast.message and fast.dual > 1e20
     if "CLARABEL" in BACKENDS:
         assert solve_rkhs_dual(p, "CLARABEL").status == Status.UNBOUNDED
         primal = solve_rkhs_primal(p, "CLARABEL")
@@ -413,6 +415,22 @@ def test_hard_margin_with_overlapping_classes_is_unbounded():
         SparseKernelClassifier(D, 0.5, 0.1, C=None).fit(X, y)
     soft = solve_dual(RKHSProblem(X, y, D, 0.5, 0.1, C=5.0))
     assert soft.status == Status.OPTIMAL and soft.rel_gap <= 1e-6
+
+
+def test_margins_the_lp_calls_infeasible_get_a_certified_dual_that_is_still_a_bound():
+    """Two samples 1e-5 apart with opposite labels, one width-1 atom on each: the margins hold, but only with
+    coefficients ~1.8e10, and HiGHS calls them infeasible. The Farkas ray's certified dual (1.4e20) says how
+    costly any classifier meeting them is, and stays below the cost of an explicit feasible one (3.3e20)."""
+    from gtvcvx.rkhs.certificate import envelope_bound
+
+    X, y = np.array([[0.0], [1e-5]]), np.array([-1.0, 1.0])
+    D = Dictionary(X, 1.0, 1.0)
+    p = RKHSProblem(X, y, D, 0.5, 0.1)
+    fast = solve_dual(p)
+    assert fast.status == Status.UNBOUNDED and "Farkas ray" in fast.message
+    alpha = np.linalg.solve(D.kernel_matrix(X).toarray(), (1.0 - p.eps) * y)  # meets every margin exactly
+    upper = min(envelope_bound(p, alpha * f)[0] for f in (1.0, 1.01, 1.1))
+    assert 1e19 < fast.dual <= upper
 
 
 def test_a_hard_margin_met_by_the_lp_to_its_tolerance_is_repaired_not_dropped():

@@ -25,7 +25,7 @@ from .._validation import as_float_array, check_nonnegative_scalar
 from ..results import relative_gap, resolution_message
 from .problem import RKHSProblem, phi_conjugate
 
-__all__ = ["RKHSCertificate", "certify", "envelope_bound", "hard_margin_feasible_point"]
+__all__ = ["RKHSCertificate", "certify", "envelope_bound", "hard_margin_feasible_point", "farkas_ray", "farkas_dual_bound"]
 
 
 @dataclass
@@ -634,3 +634,57 @@ def hard_margin_feasible_point(problem: RKHSProblem, *, time_limit: float | None
     if scaled is None:
         return None, None, "feasibility LP returned a point that violates the margins in floating point"
     return True, scaled, ""
+
+
+#: The scales ``t`` at which :func:`farkas_dual_bound` certifies ``t * ray`` (the dual along a Farkas ray
+#: grows linearly until the ray's residual ``K^T (y * t ray)`` leaves the identity zone of the penalty).
+FARKAS_SCALES = np.geomspace(1.0, 1e30, 61)
+
+
+def farkas_ray(problem: RKHSProblem, *, time_limit: float | None = None):
+    r"""A Farkas ray of the hard-margin constraints: ``lambda >= 0``, ``sum(lambda) = 1``, minimizing
+    ``||K^T (y * lambda)||_inf`` (an LP, HiGHS), or None where the LP does not finish.
+
+    Notes
+    -----
+    The margins ``y_n (K z)_n >= 1 - eps`` are infeasible exactly when some ``lambda >= 0`` has
+    ``K^T (y * lambda) = 0`` and ``sum(lambda) > 0``; along such a ray the dual grows without bound. In
+    floating point the residual is not 0, so the ray proves nothing by itself; :func:`farkas_dual_bound`
+    turns it into a certified (finite) dual value.
+    """
+    import scipy.sparse as sp
+    from scipy.optimize import linprog
+
+    p = problem
+    At = sp.csr_matrix(p.K.T @ sp.diags(p.y)) if sp.issparse(p.K) else sp.csr_matrix(p.K.T * p.y)  # (M, N)
+    ones = np.ones((p.M, 1))
+    # variables (lambda, t): min t  s.t.  -t <= (At lambda)_j <= t,  sum(lambda) = 1,  lambda, t >= 0
+    A_ub = sp.vstack([sp.hstack([At, -ones]), sp.hstack([-At, -ones])], format="csr")
+    A_eq = sp.csr_matrix(np.concatenate([np.ones(p.N), [0.0]])[None, :])
+    c = np.zeros(p.N + 1)
+    c[-1] = 1.0
+    options = {"presolve": True}
+    if time_limit is not None:
+        options["time_limit"] = float(time_limit)
+    res = linprog(c, A_ub=A_ub, b_ub=np.zeros(2 * p.M), A_eq=A_eq, b_eq=[1.0], bounds=(0, None), method="highs",
+                  options=options)
+    if res.status != 0 or res.x is None:
+        return None
+    return np.maximum(res.x[:p.N], 0.0)
+
+
+def farkas_dual_bound(problem: RKHSProblem, ray) -> tuple[float, float]:
+    """The largest certified dual value (:func:`certify`) of ``t * ray`` over :data:`FARKAS_SCALES`, and its ``t``.
+
+    Every value is a certified lower bound on the hard-margin primal optimum, so a huge one says that any
+    classifier meeting every margin with this dictionary costs at least that much (``+inf`` if none exists).
+    Projected onto ``[0, C]`` first, as any multipliers."""
+    best, best_t = -np.inf, float("nan")
+    for t in FARKAS_SCALES:
+        with np.errstate(over="ignore", invalid="ignore"):
+            dual = certify(problem, t * np.asarray(ray, dtype=float)).dual
+        if dual > best:
+            best, best_t = float(dual), float(t)
+        elif np.isfinite(best) and dual < 0.5 * best:
+            break  # past the ray's reach: the penalty's quadratic part has taken over
+    return best, best_t

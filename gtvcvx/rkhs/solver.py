@@ -29,7 +29,8 @@ from scipy.linalg.lapack import dpotrf, dpotrs
 from .._restart import restart_due, updated_primal_weight
 from .._validation import check_gap_tolerance, check_positive_int, check_time_limit
 from ..results import Status, gap_stalled, out_of_reach_message, resolution_message, tol_out_of_reach
-from .certificate import RKHSCertificate, certify, envelope_bound, hard_margin_feasible_point
+from .certificate import (RKHSCertificate, certify, envelope_bound, farkas_dual_bound, farkas_ray,
+                          hard_margin_feasible_point)
 from .problem import RKHSProblem
 from .result import DEFAULT_CRITICAL_TOL, RKHSResult, check_critical_tol, critical_mask
 
@@ -260,6 +261,22 @@ class _Tracker:
             return float("inf"), float("inf")
         return self.best_primal - self.best_dual, relative_gap(self.best_primal, self.best_dual)
 
+    def _farkas_bound(self, message: str) -> str:
+        """After the LP called the margins infeasible: certify the dual along a Farkas ray of them (best bounds
+        updated) and say how large it is. HiGHS decides at its tolerance; the certified value is a bound in
+        any case (two samples 1e-5 apart with opposite labels are separable with coefficients ~2e10: then it is
+        below their cost, and it says that no cheaper classifier meets the margins)."""
+        remaining = None if self.time_limit is None else max(self.time_limit - self.elapsed(), 1.0)
+        ray = farkas_ray(self.p, time_limit=remaining)
+        if ray is None:
+            return message
+        _, t = farkas_dual_bound(self.p, ray)
+        if not np.isfinite(t):
+            return message
+        self.check(0, t * ray / self.lam_unit, None, record=False)
+        return (f"{message}; along a Farkas ray of the margins the dual certifies {self.best_dual:.3g}: every "
+                "classifier meeting all margins with this dictionary would cost at least that")
+
     def maybe_lp_check(self) -> bool:
         """Hard margin without a feasible primal point: decide feasibility once (LP).
 
@@ -269,6 +286,8 @@ class _Tracker:
         self.lp_checked = True
         remaining = None if self.time_limit is None else max(self.time_limit - self.elapsed(), 1.0)
         feasible, alpha, message = hard_margin_feasible_point(self.p, time_limit=remaining)
+        if feasible is False:
+            message = self._farkas_bound(message)
         self.lp_result = (feasible, message)
         if feasible:
             self.feasible_alpha = alpha
@@ -357,7 +376,9 @@ def solve_dual(problem: RKHSProblem, *, method: str = "ssnal", tol: float = DEFA
     -------
     RKHSResult
         Status ``optimal`` (gap reached), ``max_iter``, ``time_limit``, ``unbounded`` (hard
-        margin infeasible, confirmed by an LP) or ``solver_error`` (linear algebra failure).
+        margin infeasible to an LP's tolerance; ``dual`` is then the value certified along a Farkas ray
+        of the margins, :func:`~gtvcvx.rkhs.certificate.farkas_dual_bound`: no classifier meeting every
+        margin costs less) or ``solver_error`` (linear algebra failure).
         ``info["polished_rel_gap"]``: the own gap of the active-set point tried before a run stops
         short of ``tol`` (None when not tried); ``info["weight_scale"]``: the units the method ran in
         (:func:`weight_scale`; 1: the problem's own; absent with the working set, whose subsets each
