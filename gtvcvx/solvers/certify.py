@@ -20,6 +20,7 @@ import numpy as np
 from scipy.sparse.csgraph import connected_components
 
 from ..problem import GTVProblem
+from ..results import Status
 from ._cg import conjugate_gradient
 from .certificate import Certificate, FlowProjector, certify_pair
 
@@ -258,8 +259,7 @@ def certify(problem: GTVProblem, W, U=None, *, max_iter: int = 300, thresholds=Z
 def _certify_with_solved_flow(problem: GTVProblem, W, projector, solve_time: float, target: float):
     """``W``'s certificate with the flows of a fast-core solve warm-started at ``W`` (None where the
     solve returns no flows)."""
-    from ..results import Status
-    from .gtv import solve
+    from .gtv import solve  # (the solver imports the certificate machinery; loaded only when asked for)
 
     solve_time = float(solve_time)
     if not solve_time > 0:
