@@ -19,6 +19,7 @@ import math
 import numpy as np
 from scipy.sparse.csgraph import connected_components
 
+from ..capabilities import provides
 from ..problem import GTVProblem
 from ..results import Status
 from ._cg import conjugate_gradient
@@ -196,9 +197,11 @@ def certify(problem: GTVProblem, W, U=None, *, max_iter: int = 300, thresholds=Z
     thresholds : sequence of float
         Relative zero thresholds for edge differences (see :func:`flow_from_primal`).
     solve_time : float, optional
-        Where the flows built from ``W`` leave a relative gap above ``target``, also certify ``W`` with
-        the flows of a fast-core solve of the problem (warm-started at ``W``, to ``target / 10``, at most
-        this many seconds) and keep the better certificate. None (default): no solve.
+        For a loss that is not smooth (hinge, absolute error: see Notes), where the flows built from ``W``
+        leave a relative gap above ``target``, also certify ``W`` with the flows of a fast-core solve of
+        the problem (warm-started at ``W``, to ``target / 10``, at most this many seconds) and keep the
+        better certificate. None (default): no solve. (A smooth loss has one gradient at ``W``, so the
+        flows built from it certify an optimum without a solve, and a bad ``W`` costs no solve either.)
     target : float
         The relative gap the caller is after (see ``solve_time``).
 
@@ -249,7 +252,7 @@ def certify(problem: GTVProblem, W, U=None, *, max_iter: int = 300, thresholds=Z
             best = cert
         if best.rel_gap <= 1e-14 or not problem.penalty.is_norm:
             break
-    if solve_time is not None and not best.rel_gap <= target:
+    if solve_time is not None and not best.rel_gap <= target and not provides(problem.loss, "smooth"):
         solved = _certify_with_solved_flow(problem, W, projector, solve_time, target)
         if solved is not None and _better(solved, best):
             best = solved

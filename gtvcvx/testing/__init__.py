@@ -54,10 +54,10 @@ def assert_optimal(problem, W, rtol: float = 1e-6, *, U=None, atol: float = 0.0,
     k : int
         How many nodes and edges the failure message lists.
     solve_time : float or None
-        Without ``U``, where the flows built from ``W`` leave a gap above ``rtol`` (a non-smooth loss at
-        its kinks: an exact hinge optimum certified only to 0.83), ``W`` is certified with the flows of a
-        fast-core solve too (warm-started at ``W``, at most this many seconds); None: no solve. The gap
-        is a bound for ``W`` whatever produced the flows.
+        Without ``U`` and for a loss that is not smooth, where the flows built from ``W`` leave a gap above
+        ``rtol`` (at its kinks: an exact hinge optimum certified only to 0.83), ``W`` is certified with the
+        flows of a fast-core solve too (warm-started at ``W``, at most this many seconds); None: no solve.
+        The gap is a bound for ``W`` whatever produced the flows.
 
     Returns
     -------
