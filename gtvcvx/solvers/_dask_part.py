@@ -353,6 +353,7 @@ class Part:
         boundary rows of ``N S Y0``, ``||A U||^2`` and the largest clipped entry (partials)."""
         Uc = np.zeros_like(self.Up) if zero_flow else self.penalty.project_conjugate_domain(self.Up, self.caps)
         self.Uc = Uc
+        self.zero_flow = zero_flow
         big = float(np.abs(Uc).max(initial=0.0))
         if not self.constrained:
             return {}, {"bb": 0.0, "raw": 0.0, "big": big}
@@ -434,8 +435,10 @@ class Part:
             Z = self.D @ self._ext_of(self.Wp, self._halos(halos, "W"))
             counted = slice(None) if self.all_counted else self.counted
             node_gaps, node_residual = self.loss.certify_nodes(self.Wp, V)
-            zero = zero_flow_nodes(self.loss, V, node_gaps, node_residual)
-            if zero.any():  # the zero dual point there (exact; the single-process certificate chooses per component)
+            # the zero flow's certificate takes the zero dual point where the loss's left a residual (exact: the
+            # fallback where the flow's own is infinite; the single-process certificate chooses per component)
+            zero = zero_flow_nodes(self.loss, V, node_gaps, node_residual) if self.zero_flow else None
+            if zero is not None and zero.any():
                 node_gaps = np.where(zero, self.loss.node_values(self.Wp), node_gaps)
                 node_residual = np.where(zero[:, None], 0.0, node_residual)
             edge_gaps = penalty._edge_fenchel_young(Z[counted], Uf[counted], caps[counted])
