@@ -252,7 +252,8 @@ def certify(problem: GTVProblem, W, U=None, *, max_iter: int = 300, thresholds=Z
             best = cert
         if best.rel_gap <= 1e-14 or not problem.penalty.is_norm:
             break
-    if solve_time is not None and not best.rel_gap <= target and not provides(problem.loss, "smooth"):
+    if (solve_time is not None and not best.rel_gap <= target and np.isfinite(best.primal)
+            and not provides(problem.loss, "smooth")):  # (a W whose P(W) overflows: nothing to certify)
         solved = _certify_with_solved_flow(problem, W, projector, solve_time, target)
         if solved is not None and _better(solved, best):
             best = solved
