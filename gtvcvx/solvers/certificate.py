@@ -436,6 +436,10 @@ class MinorantBoxes:
         return self.boxes[comp]
 
 
+#: :meth:`ResidualAllowance.by_nodes` runs while ``n d^2`` (the entries of the node spectra) is at most this.
+BY_NODES_MAX_ENTRIES = 1 << 24
+
+
 class ResidualAllowance:
     r"""An a-priori bound on what a flow-conservation residual can cost the dual bound.
 
@@ -597,10 +601,11 @@ class ResidualAllowance:
         is priced at ``delta_i``, the path length ``sum_e unit_e P(W)^power`` with ``unit_e ~ 1 / c_e``: with
         ``lam = 1e-12`` that is ~1e12 ``P(W)``, and a rounding-level residual of 1e-15 cost 7e-4 of a
         certified gap whose other terms were 1e-13 (three Huber nodes, stopped at their time limit).
-        Estimated (not rigorous) node allowances are not used.
+        Estimated (not rigorous) node allowances are not used. Skipped above :data:`BY_NODES_MAX_ENTRIES`
+        (the node spectra are ``n`` ``d x d`` eigendecompositions: 800 MB at 10^6 nodes and ``d = 10``).
         """
         multi = np.bincount(self.component, minlength=self.n_components) > 1
-        if not (multi & (per_component > 0)).any():
+        if not (multi & (per_component > 0)).any() or self.problem.n * self.problem.d ** 2 > BY_NODES_MAX_ENTRIES:
             return per_component, estimated
         if self._single is None:
             self._single = ResidualAllowance(self.problem, np.zeros(self.problem.n_edges, dtype=bool))
