@@ -129,6 +129,7 @@ class Part:
         self.penalty = penalty
         self.lam = float(lam)
         self.d = self.loss.d
+        self.zero_flow = False  # whether the certificate in progress is the zero flow's (flow_begin)
         self.caps = np.ascontiguousarray(self.lam * layout.weights)
         m = layout.edge_ids.size
         rows = np.repeat(np.arange(m), 2)
