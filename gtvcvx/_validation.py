@@ -295,9 +295,9 @@ def check_gap_tolerance(x, name: str = "tol", *, allow_none: bool = False) -> fl
     return value
 
 
-def check_time_limit(x) -> float | None:
-    """``time_limit``: a positive number of seconds (``inf`` means none) or None."""
+def check_time_limit(x, name: str = "time_limit") -> float | None:
+    """``time_limit`` (or the argument ``name``): a positive number of seconds (``inf`` means none) or None."""
     if x is None or (not isinstance(x, bool) and isinstance(x, numbers.Real) and float(x) > 0):
         return None if x is None else float(x)
-    raise ValueError(f"time_limit must be a positive number of seconds or None, got {x!r}")
+    raise ValueError(f"{name} must be a positive number of seconds or None, got {x!r}")
 

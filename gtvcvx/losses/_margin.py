@@ -99,6 +99,11 @@ class MarginLoss(_DesignLoss):
     def _unpadded(self, padded) -> np.ndarray:
         return padded[self.node_of_sample, self._sample_position]
 
+    def _zero_representable(self, V) -> np.ndarray:
+        """The nodes where ``a = 0`` represents ``v_i`` exactly: ``v_i = 0`` and every sample's box holds 0, (n,)."""
+        lo, hi = self._box(self.y_all)
+        return ~np.any(V != 0, axis=1) & (self._node_sums(((lo > 0) | (hi < 0)).astype(float)) == 0)
+
     def _padded_box(self):
         lo, hi = self._box(self.y_all)
         return self._padded_samples(lo), self._padded_samples(hi)
@@ -197,8 +202,7 @@ class MarginLoss(_DesignLoss):
         a = np.clip(self._padded_samples(self._subgradient(u, self.y_all)), lo, hi)
         # v_i = 0 is represented exactly by a = 0 where the box holds 0 (the zero flow)
         if zero_exact:
-            zero = ~np.any(V != 0, axis=1) & np.all(~mask | ((lo <= 0) & (hi >= 0)), axis=1)
-            a[zero] = 0.0
+            a[self._zero_representable(V)] = 0.0
         resid = target - np.matmul(Xt, a[:, :, None])[:, :, 0]
         for _ in range(rounds):
             if not (np.abs(resid) > 0).any():
@@ -302,10 +306,8 @@ class MarginLoss(_DesignLoss):
             self._node_sums(np.linalg.norm(self.X_all, axis=1) * np.abs(a) * inv_m) + np.linalg.norm(V, axis=1))
         exact = (resid <= np.maximum(rounding, _domain_limit(V, scale))) | ~self.has_data
         values = np.where(exact, values, np.inf)
-        lo, hi = self._box(self.y_all)
-        zero_in_box = self._node_sums(((lo > 0) | (hi < 0)).astype(float)) == 0
-        zero = ~np.any(V != 0, axis=1) & zero_in_box  # a = 0 represents v_i = 0 exactly: L^*(0) <= 0
-        values = np.where(zero, np.minimum(values, 0.0), values)
+        # where a = 0 represents v_i = 0 exactly: L^*(0) <= 0 (phi^*(0) = 0)
+        values = np.where(self._zero_representable(V), np.minimum(values, 0.0), values)
         return np.where(ok, np.where(self.has_data, values, 0.0), np.inf)
 
     # -- CVXPY --------------------------------------------------------------------------------

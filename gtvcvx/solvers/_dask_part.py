@@ -26,7 +26,7 @@ from ..losses._core import get_loss
 from ._edge_kernels import MOVE_HALPERN, MOVE_NONE, MOVE_RESTART, EdgeSweep
 from ._kernels import axpy, scal
 from ._partition import PartLayout
-from .certificate import MinorantBoxes, allowance_partials, bounds_optimum, component_grams, zero_flow_nodes
+from .certificate import MinorantBoxes, allowance_partials, bounds_optimum, component_grams, zero_dual_terms, zero_flow_nodes
 
 __all__ = ["PartData", "Part"]
 
@@ -440,8 +440,8 @@ class Part:
             # fallback where the flow's own is infinite; the single-process certificate chooses per component)
             zero = zero_flow_nodes(self.loss, V, node_gaps, node_residual) if self.zero_flow else None
             if zero is not None and zero.any():
-                node_gaps = np.where(zero, self.loss.node_values(self.Wp), node_gaps)
-                node_residual = np.where(zero[:, None], 0.0, node_residual)
+                node_gaps, node_residual = zero_dual_terms(zero, self.loss.node_values(self.Wp), node_gaps,
+                                                           node_residual)
             edge_gaps = penalty._edge_fenchel_young(Z[counted], Uf[counted], caps[counted])
             self._cert = (self.Wp.copy(), Uf, node_gaps, edge_gaps, V)
             self._residual = node_residual

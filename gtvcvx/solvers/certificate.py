@@ -35,7 +35,7 @@ from ._edge_kernels import differences, divergence, edge_norm_terms
 from ._sparse_factor import block_indices, symmetric_solver
 
 __all__ = ["Certificate", "FeasibleFlow", "FlowProjector", "feasible_flow", "certify_pair", "certify_iterate",
-           "stationarity", "MinorantBoxes", "minorant_box", "zero_flow_nodes",
+           "stationarity", "MinorantBoxes", "minorant_box", "zero_flow_nodes", "zero_dual_terms",
            "bounds_optimum", "constrained_nodes", "certificate_from_terms", "no_bound_message"]
 
 
@@ -499,8 +499,7 @@ class ResidualAllowance:
         self._stacked = {}  # component -> spectrum from the stacked bases (see _stacked_spectrum)
         self._boxes = None  # MinorantBoxes, where the loss bounds no optimum by itself
         self._single = None  # the same allowance node by node (see by_nodes)
-        self.last_exact = True
-        self.last_estimated = np.zeros(self.n_components, dtype=bool)
+        self.last_estimated = np.zeros(self.n_components, dtype=bool)  # components priced by the candidate's scale
 
     def _eig(self, comps: np.ndarray):
         """Eigenvalues (k, d), eigenvectors (k, d, d) of ``G_C = sum_{i in C} B_i B_i^T`` and the
@@ -566,24 +565,26 @@ class ResidualAllowance:
         return self._boxes(comp)
 
     @property
+    def last_exact(self) -> bool:
+        """Whether every finite part of the latest allowance is a bound (no component priced by the
+        candidate's scale)."""
+        return not self.last_estimated.any()
+
+    @property
     def sizes(self) -> np.ndarray:
         """Number of nodes of every component."""
         return np.bincount(self.component, minlength=self.n_components)
 
-    def __call__(self, W: np.ndarray, V: np.ndarray, residual: np.ndarray, primal: float,
-                 node_scale: np.ndarray) -> float:
-        """The allowance ``A`` for the node residuals ``residual`` (n, d) at ``P(W) = primal``.
+    def contributions(self, W: np.ndarray, V: np.ndarray, residual: np.ndarray, primal: float,
+                      node_scale: np.ndarray) -> np.ndarray:
+        """The allowance for the node residuals ``residual`` (n, d) at ``P(W) = primal``, per connected
+        component (n_components,; their sum is the allowance ``A``): each depends on its own nodes'
+        residuals only, so a certificate can choose node duals component by component.
 
         ``node_scale`` (n,) is the problem's flow scale at each node; where the loss bounds no
         optimum and no linear program of its minorants does either, residuals above
         ``UNBOUNDED_RTOL * node_scale`` give ``inf``.
         """
-        return float(self.contributions(W, V, residual, primal, node_scale).sum())
-
-    def contributions(self, W: np.ndarray, V: np.ndarray, residual: np.ndarray, primal: float,
-                      node_scale: np.ndarray) -> np.ndarray:
-        """:meth:`__call__` per connected component (n_components,): each depends on its own nodes'
-        residuals only, so a certificate can choose node duals component by component."""
         partial = allowance_partials(self.problem.loss, W, V, residual, primal, node_scale, self.component,
                                      self.n_components, self.dist_unit, self.power)
         return self.combine(partial, primal, per_component=True)
@@ -604,7 +605,7 @@ class ResidualAllowance:
         Estimated (not rigorous) node allowances are not used. Skipped above :data:`BY_NODES_MAX_ENTRIES`
         (the node spectra are ``n`` ``d x d`` eigendecompositions: 800 MB at 10^6 nodes and ``d = 10``).
         """
-        multi = np.bincount(self.component, minlength=self.n_components) > 1
+        multi = self.sizes > 1
         if not (multi & (per_component > 0)).any() or self.problem.n * self.problem.d ** 2 > BY_NODES_MAX_ENTRIES:
             return per_component, estimated
         if self._single is None:
@@ -626,8 +627,7 @@ class ResidualAllowance:
         return out if per_component else float(out.sum())
 
     def _combine(self, partial: dict, primal: float, grams, boxes) -> np.ndarray:
-        self.last_exact = True
-        self.last_estimated = np.zeros(self.n_components, dtype=bool)  # components priced by the candidate's scale
+        self.last_estimated = np.zeros(self.n_components, dtype=bool)
         out = np.zeros(self.n_components)
         if not partial["any"]:
             return out
@@ -673,7 +673,6 @@ class ResidualAllowance:
         for k in np.flatnonzero(~np.isfinite(radius) & ~outside & ~partial["over"][comps]):
             box = (self._box if boxes is None else boxes)(int(comps[k]))
             if box is None:
-                self.last_exact = False
                 self.last_estimated[comps[k]] = True
                 radius[k] = 2.0 * (partial["wmax"][comps[k]] + partial["dmax"][comps[k]])
             else:
@@ -1535,6 +1534,12 @@ def zero_flow_nodes(loss, V, node_gaps, node_residual) -> np.ndarray:
     return ~np.any(V != 0, axis=1) & (np.any(node_residual != 0, axis=1) | ~np.isfinite(node_gaps))
 
 
+def zero_dual_terms(nodes, node_values, node_gaps, node_residual) -> tuple[np.ndarray, np.ndarray]:
+    """The node terms and residuals with the zero dual point at ``nodes`` (of :func:`zero_flow_nodes`):
+    the term ``L_i(w_i)`` (``node_values``) and no residual there."""
+    return np.where(nodes, node_values, node_gaps), np.where(nodes[:, None], 0.0, node_residual)
+
+
 def _with_zero_duals(problem, W, V, zero, node_values, node_gaps, node_residual, per_component, estimated_per,
                      primal, node_scale, allowance):
     r"""The node terms, residuals and per-component allowances with the zero dual point at the nodes ``zero``
@@ -1553,10 +1558,8 @@ def _with_zero_duals(problem, W, V, zero, node_values, node_gaps, node_residual,
     with ``lam = 0`` (five samples each) stopped at their time limit with a dual bound of 0 (the zero
     point, the whole loss in the gap) and certify at once with their own dual points.
     """
-    comp = allowance.component
     segment = allowance.segment
-    resid_zero = np.where(zero[:, None], 0.0, node_residual)
-    gaps_zero = np.where(zero, node_values, node_gaps)
+    gaps_zero, resid_zero = zero_dual_terms(zero, node_values, node_gaps, node_residual)
     per_zero = allowance.contributions(W, V, resid_zero, primal, node_scale)
     estimated_zero = allowance.last_estimated
 
@@ -1568,8 +1571,7 @@ def _with_zero_duals(problem, W, V, zero, node_values, node_gaps, node_residual,
     take = cost(gaps_zero, resid_zero, per_zero) < cost(node_gaps, node_residual, per_component)
     if not take.any():
         return node_gaps, node_residual, per_component, estimated_per
-    chosen = zero & take[comp]
-    return (np.where(chosen, node_values, node_gaps), np.where(chosen[:, None], 0.0, node_residual),
+    return (*zero_dual_terms(zero & take[allowance.component], node_values, node_gaps, node_residual),
             np.where(take, per_zero, per_component), np.where(take, estimated_zero, estimated_per))
 
 

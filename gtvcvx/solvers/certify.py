@@ -19,6 +19,7 @@ import math
 import numpy as np
 from scipy.sparse.csgraph import connected_components
 
+from .._validation import check_time_limit
 from ..capabilities import provides
 from ..problem import GTVProblem
 from ..results import Status
@@ -236,6 +237,7 @@ def certify(problem: GTVProblem, W, U=None, *, max_iter: int = 300, thresholds=Z
     """
     problem = _check_problem(problem)
     W = problem.check_W(W)
+    solve_time = check_time_limit(solve_time, "solve_time")
     if U is not None:
         return certify_pair(problem, W, problem.check_U(U))
     projector = FlowProjector(problem, warm=False)
@@ -265,9 +267,6 @@ def _certify_with_solved_flow(problem: GTVProblem, W, projector, solve_time: flo
     solve returns no flows)."""
     from .gtv import solve  # (the solver imports the certificate machinery; loaded only when asked for)
 
-    solve_time = float(solve_time)
-    if not solve_time > 0:
-        raise ValueError(f"solve_time must be a positive number of seconds or None, got {solve_time!r}")
     result = solve(problem, tol=max(target / 10.0, 1e-15), time_limit=solve_time, warm_start={"W": W})
     if result.U is None or result.status in (Status.SOLVER_ERROR, Status.NO_MINIMIZER):
         return None
