@@ -293,7 +293,8 @@ class _ConservationOperator:
 def bounds_optimum(loss) -> bool:
     """Whether the loss bounds its optimum (finite :meth:`~gtvcvx.losses.Loss.range_bound` at every
     node with data), so that a certificate can pay for a small flow residual; logistic and hinge
-    do not, and their certificates accept only rounding-level residuals."""
+    do not, and their certificates price a residual through the box of their samples' half-spaces
+    (:func:`minorant_box`) where it is finite, else accept only rounding-level residuals."""
     return bool(np.isfinite(loss.range_bound(1.0)[loss.has_data]).all())
 
 
@@ -664,15 +665,18 @@ class ResidualAllowance:
         with np.errstate(invalid="ignore"):
             radius = np.where(quad > 0, np.sqrt(partial["reach_sq"][comps] * quad), 0.0) / sum_norm[comps]
         radius[outside] = np.inf
-        # the loss bounds no optimum by itself (logistic, hinge): accept only a residual at the level
-        # float64 leaves (relative to the problem's flow scale or the loss's data, allowance_partials;
-        # a larger one is left infinite, so the certificate moves the flow instead, anchored_flow);
-        # bound w*_a by the linear program of the loss's minorants where it is finite (the pooled
-        # data not separable), else use twice the candidate's scale (not rigorous: last_exact says so)
+        # the loss bounds no optimum by itself (logistic, hinge): bound w*_a by the linear program of
+        # the loss's minorants where it is finite (the pooled data not separable: a bound, whatever
+        # the residual's size); else use twice the candidate's scale (not rigorous: last_exact says
+        # so), and only for a residual at the level float64 leaves (relative to the problem's flow
+        # scale or the loss's data, allowance_partials; a larger one is left infinite, so the
+        # certificate moves the flow instead, anchored_flow)
         growth = max(primal, primal ** self.power) if primal > 0 else 0.0
-        for k in np.flatnonzero(~np.isfinite(radius) & ~outside & ~partial["over"][comps]):
+        for k in np.flatnonzero(~np.isfinite(radius) & ~outside):
             box = (self._box if boxes is None else boxes)(int(comps[k]))
             if box is None:
+                if partial["over"][comps[k]]:
+                    continue
                 self.last_estimated[comps[k]] = True
                 radius[k] = 2.0 * (partial["wmax"][comps[k]] + partial["dmax"][comps[k]])
             else:
