@@ -62,7 +62,7 @@ from .quadratic import penalty_form
 from .schur_ipm import MAX_STEPS as SCHUR_MAX_STEPS
 from .schur_ipm import SCHUR_MIN_EDGES, schur_refusal, solve_schur
 
-__all__ = ["auto_interior", "auto_plan", "build_program", "conic_rows", "factor_work", "interior_refusal", "solve_interior",
+__all__ = ["auto_interior", "auto_plan", "build_program", "conic_rows", "factor_work", "FAER_MIN_WORK", "interior_refusal", "solve_interior",
            "predicted_seconds", "LOSS_FORMS", "PENALTY_FORMS", "MAX_CONIC_ROWS", "MAX_SECONDS",
            "AUTO_MAX_ROWS", "AUTO_MAX_SCHUR_EDGES", "AUTO_SECONDS", "AUTO_SECONDS_DEFICIENT"]
 
@@ -108,8 +108,17 @@ AUTO_SECONDS = 0.05
 #: interior 4.4-6.0 / 13-26 s, CVXPY+CLARABEL 12-30 / 30-49 s.
 AUTO_RACE_FRACTION = 0.5
 #: The cost model of :func:`predicted_seconds` (fitted to the runs above: per iteration
-#: 0.7 us per conic row plus the factorization at >= 1 GFlop/s, about 15 iterations).
+#: 0.7 us per conic row plus the factorization at >= 1 GFlop/s, about 15 iterations) ...
 _ROW_SECONDS, _FLOP_RATE, _ITERATIONS = 0.7e-6, 1e9, 15
+#: ... where :func:`factor_work` is at least ``FAER_MIN_WORK`` flops, Clarabel factors by faer (its
+#: supernodal solver, one thread) instead of QDLDL, at >= 5 GFlop/s. Measured 2026-11-29 (whole Clarabel
+#: solves at tol 1e-8, medians of three; absolute error / hinge, 4 samples per node, d = 3, norm2):
+#: SBMs of 500 nodes (3.4e7 flops) QDLDL 0.31 / 0.78 s vs faer 0.51 / 1.18 s; 700 (9.6e7) 0.92 / 1.97 vs
+#: 0.89 / 1.44; 1,000 (3.0e8) 2.44 / 3.27 vs 1.36 / 1.65; 2,000 (2.4e9) 22.0 vs 5.8 s (absolute error),
+#: where CVXPY+CLARABEL (faer's default, two threads) took 1.0 s at 1,000; chains of 1,000-2,000 nodes
+#: (1-2e5 flops) 0.13-0.27 s vs 0.15-0.34 s. Two faer threads were 7-25 % slower than one on this
+#: 2-core machine.
+FAER_MIN_WORK, _FAER_FLOP_RATE = 1e8, 5e9
 #: The same for :func:`~gtvcvx.solvers.schur_ipm.solve_schur` (one factorization per Newton step,
 #: 12-15 steps; fitted to the digits 5-NN / 10-NN graphs, 1.35e8 / 6e8 flops, 6,309 / 12,343
 #: edges: 0.7-1.2 s / 1.75-1.9 s whole, i.e. PARDISO at ~2e10 flop/s and the batched cone
@@ -264,8 +273,8 @@ def auto_plan(problem: GTVProblem) -> tuple[str, float]:
 
 
 def predicted_seconds(problem: GTVProblem) -> float:
-    """A cost model of the interior-point solve: ``15 (0.7 us x rows + factor_work / 1e9)`` for
-    Clarabel, and ``15 (factor_work / 2e10 + 7.4 us x edges)`` (Newton steps) where
+    """A cost model of the interior-point solve: ``15 (0.7 us x rows + factor_work / rate)`` for
+    Clarabel (``rate`` 1e9 flop/s by QDLDL, 5e9 by faer from :data:`FAER_MIN_WORK` on), and ``15 (factor_work / 2e10 + 7.4 us x edges)`` (Newton steps) where
     :func:`schur_first` holds."""
     if schur_first(problem):
         return _SCHUR_FACTORIZATIONS * (factor_work(problem) / _SCHUR_FLOP_RATE
@@ -274,7 +283,9 @@ def predicted_seconds(problem: GTVProblem) -> float:
 
 
 def _clarabel_seconds(problem: GTVProblem) -> float:
-    return _ITERATIONS * (_ROW_SECONDS * conic_rows(problem) + factor_work(problem) / _FLOP_RATE)
+    work = factor_work(problem)
+    rate = _FAER_FLOP_RATE if work >= FAER_MIN_WORK else _FLOP_RATE
+    return _ITERATIONS * (_ROW_SECONDS * conic_rows(problem) + work / rate)
 
 
 def schur_first(problem: GTVProblem) -> bool:
@@ -504,8 +515,9 @@ def _accuracies(problem: GTVProblem, tol: float) -> tuple[float, ...]:
     small residual of the flows, and for smooth losses (trait ``"smooth"``), whose certificate
     moves the flows' node duals in the loss's own metric (``node_anchor``) where a residual
     cannot be paid for. Other losses that bound no optimum (hinge: no finite
-    :meth:`~gtvcvx.losses.Loss.range_bound`, a piecewise-linear conjugate) accept only
-    rounding-level residuals, and at 1e-8 their certificates failed (the hinge test problems:
+    :meth:`~gtvcvx.losses.Loss.range_bound`, a piecewise-linear conjugate) price a residual only through
+    the box of the samples' half-spaces (large: a nearly separable 1,000-node SBM certified 5.4e-6 at
+    1e-8 and 4e-8 at 1e-11), and at 1e-8 their certificates failed (the hinge test problems:
     0.73 at 1e-8, 1e-12 at 1e-11) or took their exact and anchored passes (the bank's hinge
     rows, 5 graphs x 2 penalties, 2026-11-26: 1.0-2.9x slower than at 1e-11): they start at 1e-11.
     A miss at the first tolerance is retried once at 1e-11.
@@ -540,13 +552,16 @@ _STALLS = ("InsufficientProgress", "NumericalError", "AlmostSolved")
 STALL_FALLBACKS = ({"min_switch_step_length": 0.01}, {"max_step_fraction": 0.9})
 
 
-def _clarabel_settings(verbose, max_iter: int, time_limit: float | None, **changes):
-    """Clarabel's settings for :func:`_solve_clarabel`, with ``changes`` (e.g. a stall fallback)."""
+def _clarabel_settings(verbose, max_iter: int, time_limit: float | None, work: float = 0.0, **changes):
+    """Clarabel's settings for :func:`_solve_clarabel`, with ``changes`` (e.g. a stall fallback);
+    ``work`` is :func:`factor_work`."""
     settings = clarabel.DefaultSettings()
     settings.verbose = bool(verbose)
-    # QDLDL, one thread: on the bank's 15-225-node graphs 1.4-2.8x faster than the default
-    # (faer, multithreaded) at the same iterations (measured 2026-11-25, grid 15x15 / diabetes)
-    settings.direct_solve_method = "qdldl"
+    # QDLDL: on the bank's 15-225-node graphs 1.4-2.8x faster than the default (faer,
+    # multithreaded) at the same iterations (measured 2026-11-25, grid 15x15 / diabetes); faer with
+    # one thread on factorizations of FAER_MIN_WORK flops and more
+    settings.direct_solve_method = "faer" if work >= FAER_MIN_WORK else "qdldl"
+    settings.max_threads = 1
     settings.max_iter = int(min(max_iter, settings.max_iter))
     if time_limit is not None:
         settings.time_limit = float(time_limit)
@@ -654,6 +669,7 @@ def _solve_clarabel(problem: GTVProblem, tol: float, max_iter: int, time_limit: 
     # (uncertified) on grid / l1, the explicit form certified all 10
     first = not bounds_optimum(problem.loss)
     program(first)
+    work = factor_work(problem)  # (which factorization Clarabel uses)
     changes, fallbacks = {}, list(STALL_FALLBACKS)  # Clarabel's settings beyond ours, and those left
     setup_time = time.perf_counter() - t_start
     t_solve = time.perf_counter()
@@ -673,7 +689,7 @@ def _solve_clarabel(problem: GTVProblem, tol: float, max_iter: int, time_limit: 
         left_iter, left_time = max(left_iter, 1), None if left_time is None else max(left_time, 1e-3)
         explicit, accuracy = attempts.pop(0)
         prog, w_idx, flows, P, q, A, b = program(explicit)
-        settings = _clarabel_settings(verbose, left_iter, left_time, **changes)
+        settings = _clarabel_settings(verbose, left_iter, left_time, work, **changes)
         settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = accuracy
         try:
             sol = clarabel.DefaultSolver(P, q, A, b, prog.cones, settings).solve()
