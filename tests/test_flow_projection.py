@@ -322,3 +322,58 @@ def test_one_heavy_edge_does_not_make_the_others_negligible(heavy, monkeypatch):
     monkeypatch.setattr(certificate, "_cut_costs_most", lambda *args: False)
     cut = certify_pair(problem, result.W, result.U)
     assert cut.rel_gap > 0.05 and not cut.U[:-1].any()
+
+
+@pytest.mark.parametrize("penalty", ["norm2", "squared_norm2"])
+def test_the_spanning_trees_budget_is_a_tight_bound(penalty):
+    """``_SubtreeSums.allowance`` bounds ``|sum_i <w_i - w_root, e_i>|`` over every W whose penalty is at most
+    P, and the bound is attained (all of the budget on the worst tree edge, along its subtree sum)."""
+    from gtvcvx.penalties import get_penalty
+    from gtvcvx.solvers.certificate import ResidualAllowance
+
+    rng = np.random.default_rng(3)
+    n, d, P = 40, 3, 2.5
+    edges = np.column_stack([np.arange(1, n), rng.integers(0, np.arange(1, n))])  # a random tree
+    graph = g.Graph.from_edges(n, edges, rng.uniform(0.5, 2.0, size=n - 1))
+    X = [rng.normal(size=(3, d)) for _ in range(n)]
+    problem = g.GTVProblem(graph, g.SquaredError(X, [x @ rng.normal(size=d) for x in X]), get_penalty(penalty), 0.3)
+    allowance = ResidualAllowance(problem)
+    tree = allowance._tree
+    assert tree is not None
+    e = rng.normal(size=(n, d)) * 1e-9
+    bound = float(tree.allowance(e, P, allowance.component, allowance.segment).sum())
+    # the subtree sums by brute force along the tree's parent pointers
+    parent = np.full(n, -1)
+    parent[tree.nonroot] = 0  # (filled below)
+    order = tree.order
+    position = np.empty(n, dtype=int)
+    position[order] = np.arange(n)
+    rows, cols = tree.matrix.nonzero()
+    off = rows != cols
+    parent[order[cols[off]]] = order[rows[off]]
+    S = e.copy()
+    for i in order:  # children first
+        if parent[i] >= 0:
+            S[parent[i]] += S[i]
+    terms = tree.unit * np.linalg.norm(S, axis=1) * tree.nonroot
+    if penalty == "norm2":
+        attained = P * terms.max()
+    else:
+        attained = np.sqrt(P) * np.linalg.norm(terms)
+    assert attained <= bound <= attained * (1 + 1e-6)
+    # and a W on that budget reaches it: z_k = t_k S_k / ||S_k|| with the budget spent on the tree's edges
+    if penalty == "norm2":
+        k = int(np.argmax(terms))
+        step = {k: P * tree.unit[k] * S[k] / np.linalg.norm(S[k])}
+    else:
+        scale = np.sqrt(P) / np.linalg.norm(terms)
+        step = {k: scale * terms[k] * tree.unit[k] * S[k] / np.linalg.norm(S[k]) for k in np.flatnonzero(tree.nonroot)}
+    W = np.zeros((n, d))
+    for i in order[::-1]:  # parents first
+        if parent[i] >= 0:
+            W[i] = W[parent[i]] + step.get(i, 0.0)
+    penalty_value = float(problem.penalty.edge_values(W[graph.edges[:, 0]] - W[graph.edges[:, 1]],
+                                                      problem.capacities).sum())
+    assert penalty_value <= P * (1 + 1e-9)
+    root = np.flatnonzero(~tree.nonroot)[0]
+    assert abs(np.einsum("nd,nd->", W - W[root], e)) >= bound * (1 - 1e-6)

@@ -59,15 +59,16 @@ def test_hinge_iterates_are_certified_within_a_small_factor_of_their_true_gap(mo
     box's bounds, so the flow's node duals leave the box by the iterate's error and the flow
     certificate is infinite: the zero flow (rel. gap 0.43) served until iteration 480, while the
     true relative gap reached 1e-6 at 194 (218: the first anchored round puts one sample outside
-    its box, the second fixes it)."""
+    its box, the second fixes it). Without the anchored rounds the residual is now priced through the
+    box of the pooled samples' half-spaces: finite, but 20-450x the anchored gap."""
     problem = _dealt("florentine_families", "breast_cancer", g.Hinge)
     W, U, true_gap = iterate_gap(problem, iterations, 1e-10, 1e-5)
     anchored = certify_pair(problem, W, U)
     assert "own metric" in anchored.message
     assert true_gap - 1e-10 <= anchored.gap <= 3.0 * true_gap
-    monkeypatch.setattr(certificate, "ANCHORED_ROUNDS", 0)  # without it: the zero flow
+    monkeypatch.setattr(certificate, "ANCHORED_ROUNDS", 0)  # without it: the residual priced by the pooled box
     without = certify_pair(problem, W, U)
-    assert "zero flow" in without.message and without.rel_gap > 0.1
+    assert without.gap >= 5.0 * anchored.gap and without.residuals["residual_allowance"] > 0.5 * without.gap
 
 
 def test_absolute_error_residual_is_avoided_in_the_loss_metric(monkeypatch, iterate_gap):
@@ -130,7 +131,8 @@ def test_the_last_anchored_round_leaves_the_faces_where_the_restricted_system_is
                                                                                              iterate_gap):
     """grid 15 x 15 / breast cancer / hinge / Norm1: the l1 faces freeze most flow coordinates and
     the hinge most samples; restricted to both, conjugate gradients ran into their limit and the
-    zero flow (rel. gap ~0.4) served until iteration 7,703 (true 1e-6 at 3,156)."""
+    zero flow (rel. gap ~0.4) served until iteration 7,703 (true 1e-6 at 3,156); today the residual priced
+    through the pooled box would (rel. gap 6e-3, ~1,800x the anchored gap)."""
     problem = _dealt("grid_15x15", "breast_cancer", g.Hinge)
     problem = g.GTVProblem(problem.graph, problem.loss, g.Norm1(), problem.lam)
     W, U, true_gap = iterate_gap(problem, 3156, 1e-7, 1e-4)
@@ -140,4 +142,4 @@ def test_the_last_anchored_round_leaves_the_faces_where_the_restricted_system_is
     monkeypatch.setattr(certificate, "anchored_flow",
                         lambda *args, faces=True, **kw: real_anchored(*args, faces=faces, **kw) if faces else None)
     restricted = certify_pair(problem, W, U)
-    assert "zero flow" in restricted.message and restricted.rel_gap > 0.1
+    assert restricted.gap >= 100.0 * anchored.gap
