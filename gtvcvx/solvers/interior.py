@@ -86,11 +86,12 @@ MAX_SECONDS = 30.0
 #: 0.43 s vs 0.43 / 0.52 / 4.1 s (CVXPY+CLARABEL 0.24 / 0.19 / 0.44 s); but full-rank problems converge fast in the core: random SBM
 #: graphs (d = 10, m_i = 20) of 100 nodes 0.18 s vs 0.027 s, 2-D k-NN clustering at n = 500-2000
 #: 0.14-0.59 s vs 0.10-0.34 s, while tiny ones (the bundled specs, 10-120 nodes) take 3-18 ms vs
-#: 10-170 ms. Losses that are not smooth count as the slow case (measured 2026-11-29, tol 1e-6, 40 s
-#: limit, core (Halpern) vs interior point, chains, SBMs and a grid of 225-2,000 nodes, 3-20 samples,
-#: d = 3-5: absolute error 3.9-15.7 s or the limit (at 3e-4) vs 0.07-3.4 s; hinge the limit at a gap
-#: of 0.7-1 on all seven vs 0.27-5.5 s, or ``inaccurate`` on two chains; ``auto`` had taken the core
-#: on twelve of the fourteen).
+#: 10-170 ms. Losses that are not smooth take the interior point up to :data:`MAX_SECONDS`, without a
+#: race (measured 2026-11-29, tol 1e-6, 40 s limit, core (Halpern) vs interior point, chains, SBMs and
+#: a grid of 225-2,000 nodes, 3-20 samples, d = 3-5: absolute error 3.9-15.7 s or the limit (at 3e-4)
+#: vs 0.07-3.4 s; hinge the limit at a gap of 0.7-1 on all seven vs 0.27-5.5 s, or ``inaccurate`` on
+#: two chains; ``auto`` had taken the core on twelve of the fourteen; a race's core share was lost time:
+#: an SBM of 2,000 nodes, absolute error, 9.7 s raced vs 5.5 s).
 AUTO_MAX_ROWS = 200_000
 #: ... except where :func:`schur_first` holds, up to this many edges (no conic program is built;
 #: measured: a 2-D 5-NN graph of 20,000 nodes, one sample each, d = 4, 59,840 edges, 538,560
@@ -261,9 +262,12 @@ def auto_plan(problem: GTVProblem) -> tuple[str, float]:
     if (conic_rows(problem) > AUTO_MAX_ROWS and not schur) or _form_refusal(problem):
         return "core", 0.0
     seconds = predicted_seconds(problem)
-    # some node leaves part of w_i undetermined (rank X_i < d, or no data), or the loss is not smooth
-    # (absolute error, hinge: its prox is a dual box QP solved inexactly): the core's slow cases
-    if constrained_nodes(problem).size or not provides(problem.loss, "smooth"):
+    # a loss that is not smooth (absolute error, hinge: its prox is a dual box QP solved inexactly): the
+    # core has not won a race (AUTO_SECONDS), so no share of the budget goes to it
+    if not provides(problem.loss, "smooth"):
+        return ("interior", 0.0) if seconds <= MAX_SECONDS else ("core", 0.0)
+    # some node leaves part of w_i undetermined (rank X_i < d, or no data): the core's slow case
+    if constrained_nodes(problem).size:
         if seconds <= AUTO_SECONDS_DEFICIENT:
             return "interior", 0.0
         if seconds <= MAX_SECONDS:
