@@ -1304,8 +1304,9 @@ def _residual_bound(cert: Certificate, tol: float | None) -> bool:
 
 
 #: Rounds of :func:`anchored_flow`, each from the previous one's flow, while its certificate is infinite
-#: or mostly its residual's allowance (a sample whose dual left its box once the flow moved: the next
-#: round fixes it at its bound); the last round moves the flow off the faces of the capacity balls too.
+#: (or, for a loss that bounds no optimum, mostly its residual's allowance: a sample whose dual left its
+#: box once the flow moved, the next round fixes it at its bound); the last round moves the flow off the
+#: faces of the capacity balls too.
 ANCHORED_ROUNDS = 3
 
 
@@ -1314,6 +1315,9 @@ def _anchored_certificate(problem: GTVProblem, W, U, projector: FlowProjector, d
     none is finite, of the flow anchored at ``W`` shifted so that the node duals balance over every
     component (:func:`balancing_shift`); or None."""
     best, start = None, U
+    # (a loss that bounds no optimum prices a residual only through its samples' box: go on while that
+    # allowance is most of the gap, where it was infinite before the box; for the others one finite round)
+    unbounded = not bounds_optimum(problem.loss)
     for round_ in range(ANCHORED_ROUNDS):
         # the last round without the faces: restricted to them the system can be unsolvable (an
         # l1 penalty freezes most coordinates, the hinge most samples: grid / hinge / l1 ran into
@@ -1325,7 +1329,7 @@ def _anchored_certificate(problem: GTVProblem, W, U, projector: FlowProjector, d
         cert = _certificate_of(problem, W, flow, projector)
         if best is None or cert.gap < best.gap:
             best = cert
-        if ((np.isfinite(cert.gap) and not _residual_bound(cert, None))
+        if ((np.isfinite(cert.gap) and not (unbounded and _residual_bound(cert, None)))
                 or (deadline is not None and time.perf_counter() > deadline)):
             break
         U = flow.U
