@@ -117,8 +117,13 @@ def test_auto_picks_it_for_losses_that_are_not_smooth(loss_cls):
     assert interior.auto_plan(problem) == ("interior", 0.0)
     result = g.solve(problem, tol=1e-6)
     assert result.status == "optimal" and result.info["method"].startswith("interior")
-    same_smooth = g.GTVProblem(problem.graph, Huber(X, [x @ w for x in X]), g.Norm2(), 0.05)
-    assert interior.auto_plan(same_smooth) == ("core", 0.0)  # (Huber: Newton prox, the core converges)
+    # smooth but not quadratic (Huber, logistic: Newton proxes, anchored certificates) as well: measured on
+    # this chain 0.15 vs 0.74 s (Huber), 0.36 vs 3.6 s (logistic); a quadratic loss keeps the core
+    targets = [x @ w for x in X]
+    for smooth in (Huber(X, targets), g.Logistic(X, [np.sign(t) for t in targets])):
+        assert interior.auto_plan(g.GTVProblem(problem.graph, smooth, g.Norm2(), 0.05)) == ("interior", 0.0)
+    quadratic = g.GTVProblem(problem.graph, g.SquaredError(X, targets), g.Norm2(), 0.05)
+    assert interior.auto_plan(quadratic) == ("core", 0.0)
 
 
 @pytest.mark.parametrize("loss_cls", [AbsoluteError, Hinge])

@@ -91,7 +91,12 @@ MAX_SECONDS = 30.0
 #: a grid of 225-2,000 nodes, 3-20 samples, d = 3-5: absolute error 3.9-15.7 s or the limit (at 3e-4)
 #: vs 0.07-3.4 s; hinge the limit at a gap of 0.7-1 on all seven vs 0.27-5.5 s, or ``inaccurate`` on
 #: two chains; ``auto`` had taken the core on twelve of the fourteen; a race's core share was lost time:
-#: an SBM of 2,000 nodes, absolute error, 9.7 s raced vs 5.5 s).
+#: an SBM of 2,000 nodes, absolute error, 9.7 s raced vs 5.5 s). Smooth losses that are not quadratic
+#: (Huber, logistic) count as the slow case (measured 2026-11-29, tol 1e-6, interior point vs core, best of
+#: two, beside a benchmark: chains of 300 / 1,000 / 3,000 nodes, 4 samples, d = 3, Huber 0.15 / 0.39 /
+#: 0.88 s vs 0.74 / 3.9 / 7.0 s, logistic 0.36 / 1.18 / 2.45 s vs 3.56 / 10.3 / 26.6 s; SBMs of 100 nodes,
+#: 20 samples, d = 10: Huber 0.33 vs 0.38 s, logistic 0.90 vs 1.77 s; of 300 nodes, 10 samples, d = 5:
+#: Huber 1.15 vs 0.86 s, the one the core won).
 AUTO_MAX_ROWS = 200_000
 #: ... except where :func:`schur_first` holds, up to this many edges (no conic program is built;
 #: measured: a 2-D 5-NN graph of 20,000 nodes, one sample each, d = 4, 59,840 edges, 538,560
@@ -266,8 +271,11 @@ def auto_plan(problem: GTVProblem) -> tuple[str, float]:
     # core has not won a race (AUTO_SECONDS), so no share of the budget goes to it
     if not provides(problem.loss, "smooth"):
         return ("interior", 0.0) if seconds <= MAX_SECONDS else ("core", 0.0)
-    # some node leaves part of w_i undetermined (rank X_i < d, or no data): the core's slow case
-    if constrained_nodes(problem).size:
+    # some node leaves part of w_i undetermined (rank X_i < d, or no data), or the loss is smooth but not
+    # quadratic (Huber, logistic: the core's prox is a Newton solve and its certificates anchored flows):
+    # the core's slow cases
+    quadratic = provides(problem.loss, "quadratic") or provides(problem.loss, "separable_points")
+    if constrained_nodes(problem).size or not quadratic:
         if seconds <= AUTO_SECONDS_DEFICIENT:
             return "interior", 0.0
         if seconds <= MAX_SECONDS:
