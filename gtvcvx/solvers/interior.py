@@ -43,6 +43,7 @@ References
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from dataclasses import dataclass, field
 
@@ -564,6 +565,23 @@ _STALLS = ("InsufficientProgress", "NumericalError", "AlmostSolved")
 STALL_FALLBACKS = ({"min_switch_step_length": 0.01}, {"max_step_fraction": 0.9})
 
 
+@functools.lru_cache(maxsize=1)
+def _faer_available() -> bool:
+    """Whether the installed Clarabel factors by faer (its supernodal LDL; builds before 0.10 have QDLDL only):
+    one solve of a one-variable program, once per process."""
+    settings = clarabel.DefaultSettings()
+    settings.verbose = False
+    settings.direct_solve_method = "faer"
+    try:
+        solution = clarabel.DefaultSolver(sp.csc_matrix((1, 1)), np.zeros(1), sp.csc_matrix(np.ones((1, 1))),
+                                          np.ones(1), [clarabel.NonnegativeConeT(1)], settings).solve()
+    except BaseException as exc:  # an unknown method: a Rust panic surfaces as BaseException
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise
+        return False
+    return str(solution.status) == "Solved"
+
+
 def _clarabel_settings(verbose, max_iter: int, time_limit: float | None, work: float = 0.0, **changes):
     """Clarabel's settings for :func:`_solve_clarabel`, with ``changes`` (e.g. a stall fallback);
     ``work`` is :func:`factor_work`."""
@@ -572,8 +590,9 @@ def _clarabel_settings(verbose, max_iter: int, time_limit: float | None, work: f
     # QDLDL: on the bank's 15-225-node graphs 1.4-2.8x faster than the default (faer,
     # multithreaded) at the same iterations (measured 2026-11-25, grid 15x15 / diabetes); faer with
     # one thread on factorizations of FAER_MIN_WORK flops and more
-    settings.direct_solve_method = "faer" if work >= FAER_MIN_WORK else "qdldl"
-    settings.max_threads = 1
+    settings.direct_solve_method = "faer" if work >= FAER_MIN_WORK and _faer_available() else "qdldl"
+    if hasattr(settings, "max_threads"):
+        settings.max_threads = 1
     settings.max_iter = int(min(max_iter, settings.max_iter))
     if time_limit is not None:
         settings.time_limit = float(time_limit)
