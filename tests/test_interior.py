@@ -385,3 +385,29 @@ def test_clarabel_factors_by_faer_on_large_factorizations_where_the_build_has_it
     assert (small.direct_solve_method, large.direct_solve_method) == ("qdldl", "faer")
     monkeypatch.setattr(interior, "_faer_available", lambda: False)
     assert interior._clarabel_settings(False, 50, None, work=1e12).direct_solve_method == "qdldl"
+
+
+def test_a_component_whose_residual_cannot_be_bounded_takes_the_zero_flow_alone():
+    """An SBM with a two-node component whose eight samples are separable (no box bounds its optimum) beside a
+    large component: a rounding-level flow on the pair (Clarabel's left ~1e-12 on a 2,000-node SBM) sent the
+    whole certificate to the zero flow (relative gap ~1); the zero flow on that component alone (exact there,
+    its dual term 0) and Clarabel's flow elsewhere certify."""
+    from gtvcvx.solvers import certify_pair
+
+    rng = np.random.default_rng(0)
+    big = _nearly_separable_hinge_sbm(200)
+    n = big.n + 2
+    edges = np.vstack([big.graph.edges, [[n - 2, n - 1]]])
+    X = list(big.loss.X) + [rng.normal(size=(4, 3)) for _ in range(2)]
+    truth = np.array([1.0, -2.0, 0.5])
+    y = list(big.loss.y) + [np.sign(x @ truth) for x in X[-2:]]  # the pair: separable through the origin
+    problem = g.GTVProblem(g.Graph.from_edges(n, edges, 1.0), Hinge(X, y), g.Norm2(), 0.05)
+    result = solve_interior(problem, tol=1e-6)  # Clarabel's flows, certified
+    assert result.status == "optimal" and result.rel_gap <= 1e-6
+    U = result.U.copy()
+    U[-1] = 1e-13 * rng.normal(size=3)  # a rounding-level flow on the pair's edge
+    cert = certify_pair(problem, result.W, U)
+    assert "zero flow on 1 edges" in cert.message and not cert.U[-1].any()
+    assert cert.rel_gap <= 1e-6  # (the zero flow everywhere: ~1)
+    ref = solve_primal(problem, "CLARABEL", **TIGHT)
+    assert ref.primal >= cert.dual - 1e-9 * (1 + abs(ref.primal))
