@@ -269,7 +269,7 @@ def auto_plan(problem: GTVProblem) -> tuple[str, float]:
         return "core", 0.0
     seconds = predicted_seconds(problem)
     # a loss that is not smooth (absolute error, hinge: its prox is a dual box QP solved inexactly): the
-    # core has not won a race (AUTO_SECONDS), so no share of the budget goes to it
+    # core never certified one first in a race (see AUTO_MAX_ROWS's notes), so no share goes to it
     if not provides(problem.loss, "smooth"):
         return ("interior", 0.0) if seconds <= MAX_SECONDS else ("core", 0.0)
     # some node leaves part of w_i undetermined (rank X_i < d, or no data), or the loss is smooth but not
@@ -287,8 +287,8 @@ def auto_plan(problem: GTVProblem) -> tuple[str, float]:
 
 def predicted_seconds(problem: GTVProblem) -> float:
     """A cost model of the interior-point solve: ``15 (0.7 us x rows + factor_work / rate)`` for
-    Clarabel (``rate`` 1e9 flop/s by QDLDL, 5e9 by faer from :data:`FAER_MIN_WORK` on), and ``15 (factor_work / 2e10 + 7.4 us x edges)`` (Newton steps) where
-    :func:`schur_first` holds."""
+    Clarabel (``rate`` 1e9 flop/s by QDLDL, 5e9 by faer from :data:`FAER_MIN_WORK` on), and
+    ``15 (factor_work / 2e10 + 7.4 us x edges)`` (Newton steps) where :func:`schur_first` holds."""
     if schur_first(problem):
         return _SCHUR_FACTORIZATIONS * (factor_work(problem) / _SCHUR_FLOP_RATE
                                         + _SCHUR_EDGE_SECONDS * problem.n_edges)
