@@ -341,7 +341,7 @@ def test_the_spanning_trees_budget_is_a_tight_bound(penalty):
     tree = allowance._tree
     assert tree is not None
     e = rng.normal(size=(n, d)) * 1e-9
-    bound = float(tree.allowance(e, P, allowance.component, allowance.segment).sum())
+    bound = float(tree.allowance(e, P).sum())
     # the subtree sums by brute force along the tree's parent pointers
     parent = np.full(n, -1)
     parent[tree.nonroot] = 0  # (filled below)

@@ -500,7 +500,8 @@ class ResidualAllowance:
         dist, parent, _ = dijkstra(graph, directed=False, indices=roots, min_only=True, return_predecessors=True)
         self.dist_unit = np.asarray(dist)
         self.segment = csr_matrix((np.ones(n), (self.component, np.arange(n))), shape=(self.n_components, n))
-        self._tree = _SubtreeSums.build(problem, parent, self.dist_unit, edges, lengths, self.power)
+        self._tree = _SubtreeSums.build(problem, graph, parent, self.dist_unit, self.component, self.segment,
+                                        self.power)
         self._eigen = {}
         self._stacked = {}  # component -> spectrum from the stacked bases (see _stacked_spectrum)
         self._boxes = None  # MinorantBoxes, where the loss bounds no optimum by itself
@@ -594,8 +595,7 @@ class ResidualAllowance:
         partial = allowance_partials(self.problem.loss, W, V, residual, primal, node_scale, self.component,
                                      self.n_components, self.dist_unit, self.power)
         if self._tree is not None and partial["any"]:  # the budget along a spanning tree, where it is smaller
-            partial["within"] = np.minimum(partial["within"], self._tree.allowance(residual, primal, self.component,
-                                                                                   self.segment))
+            partial["within"] = np.minimum(partial["within"], self._tree.allowance(residual, primal))
         return self.combine(partial, primal, per_component=True)
 
     def by_nodes(self, per_component: np.ndarray, estimated: np.ndarray, W, V, residual, primal: float,
@@ -723,32 +723,27 @@ class _SubtreeSums:
     bounded above by ``2 n_C u sum_C ||e_i||`` for its rounding.
     """
 
-    def __init__(self, order, matrix, unit, nonroot, power):
+    def __init__(self, order, matrix, unit, nonroot, power, component, segment):
         self.order, self.matrix, self.unit, self.nonroot, self.power = order, matrix, unit, nonroot, power
+        self.component, self.segment = component, segment
+        self.sizes = np.bincount(component, minlength=segment.shape[0]).astype(float)
 
     @classmethod
-    def build(cls, problem: GTVProblem, parent, dist, edges, lengths, power):
-        """The tree of ``parent`` (dijkstra's predecessors, ``< 0`` at the roots), or None where the penalty
-        or the loss does not qualify or the distances do not order children before parents."""
-        penalty, n = problem.penalty, problem.n
+    def build(cls, problem: GTVProblem, graph, parent, dist, component, segment, power):
+        """The tree of ``parent`` (dijkstra's predecessors on ``graph``, the edges' units, ``< 0`` at the roots),
+        or None where the penalty or the loss does not qualify or the distances do not order children before
+        parents. ``component`` and ``segment`` as in :class:`ResidualAllowance`."""
+        n = problem.n
+        penalty = problem.penalty
         if not ((provides(penalty, "norm") and power == 1.0) or (provides(penalty, "quadratic") and power == 0.5)):
             return None
         loss = getattr(problem, "loss", None)  # (the Dask backend's graph view has none: it combines partials)
-        if loss is None or not provides(loss, "nonnegative") or edges.shape[0] == 0:
+        if loss is None or not provides(loss, "nonnegative") or graph.nnz == 0:
             return None
         nonroot = parent >= 0
         child = np.flatnonzero(nonroot)
-        # each tree edge's unit: the smallest of the edges joining the pair
-        keys = np.minimum(edges[:, 0], edges[:, 1]).astype(np.int64) * n + np.maximum(edges[:, 0], edges[:, 1])
-        by_key = np.lexsort((lengths, keys))
-        first = np.unique(keys[by_key], return_index=True)[1]
-        keys_u, units_u = keys[by_key][first], lengths[by_key][first]
-        pairs = np.minimum(child, parent[child]).astype(np.int64) * n + np.maximum(child, parent[child])
-        at = np.searchsorted(keys_u, pairs)
-        if not (at < keys_u.size).all() or not (keys_u[np.minimum(at, keys_u.size - 1)] == pairs).all():
-            return None
-        unit = np.zeros(n)
-        unit[child] = units_u[at]
+        unit = np.zeros(n)  # each tree edge's unit (a graph has no parallel edges)
+        unit[child] = np.asarray((graph + graph.T)[child, parent[child]]).ravel()
         order = np.argsort(-dist, kind="stable")  # children before parents, unless distances tie
         position = np.empty(n, dtype=np.int64)
         position[order] = np.arange(n)
@@ -757,25 +752,23 @@ class _SubtreeSums:
         # (I - A) S = e in that order: S_parent = e_parent + sum of its children's S (lower triangular)
         matrix = (sp.eye(n, format="csr")
                   - sp.csr_matrix((np.ones(child.size), (position[parent[child]], position[child])), shape=(n, n)))
-        return cls(order, matrix.tocsr(), unit, nonroot, power)
+        return cls(order, matrix.tocsr(), unit, nonroot, power, component, segment)
 
-    def allowance(self, residual, primal: float, component, segment) -> np.ndarray:
-        """The bound per component (rows of ``segment``) for the node residuals ``residual`` (n, d) at
-        ``P(W) = primal``; ``component`` (n,) numbers each node's."""
+    def allowance(self, residual, primal: float) -> np.ndarray:
+        """The bound per component for the node residuals ``residual`` (n, d) at ``P(W) = primal``."""
         if not np.isfinite(primal):
-            return np.full(segment.shape[0], np.inf)
+            return np.full(self.sizes.size, np.inf)
         sums = np.empty_like(residual)
         sums[self.order] = spla.spsolve_triangular(self.matrix, residual[self.order], lower=True, unit_diagonal=True)
         enorm = np.sqrt(np.einsum("nd,nd->n", residual, residual))
-        sizes = np.asarray(segment.sum(axis=1)).ravel()
-        rounding = (2.0 * np.finfo(float).eps) * sizes * np.asarray(segment @ enorm).ravel()  # (gamma_{n_C} sum |e|)
-        terms = np.where(self.nonroot, self.unit * (np.sqrt(np.einsum("nd,nd->n", sums, sums)) + rounding[component]),
-                         0.0)
+        rounding = (2.0 * np.finfo(float).eps) * self.sizes * np.asarray(self.segment @ enorm).ravel()  # gamma_{n_C}
+        norms = np.sqrt(np.einsum("nd,nd->n", sums, sums)) + rounding[self.component]
+        terms = np.where(self.nonroot, self.unit * norms, 0.0)
         if self.power == 1.0:  # q = inf
-            out = np.zeros(segment.shape[0])
-            np.maximum.at(out, component, terms)
+            out = np.zeros(self.sizes.size)
+            np.maximum.at(out, self.component, terms)
         else:  # q = 2
-            out = np.sqrt(np.asarray(segment @ (terms * terms)).ravel())
+            out = np.sqrt(np.asarray(self.segment @ (terms * terms)).ravel())
         return max(primal, 0.0) ** self.power * out * (1.0 + 1e-12)
 
 
