@@ -700,7 +700,7 @@ def _solve_clarabel(problem: GTVProblem, tol: float, max_iter: int, time_limit: 
     # (uncertified) on grid / l1, the explicit form certified all 10. The hinge (2026-11-29, both forms
     # at 1e-11): the bank's 10 hinge rows certified either way at the same iterations (0.05-0.2 s,
     # within noise), a 1,000-node SBM 2.91 -> 2.02 s, a 1,000-node chain 0.40 -> 0.34 s substituted
-    first = not bounds_optimum(problem.loss) and problem.loss.conic_form != "hinge_margin"
+    first = problem.loss.conic_form == "logistic_margin"  # (the one form with exponential cones)
     program(first)
     work = factor_work(problem)  # (which factorization Clarabel uses)
     changes, fallbacks = {}, list(STALL_FALLBACKS)  # Clarabel's settings beyond ours, and those left
