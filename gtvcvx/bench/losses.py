@@ -29,7 +29,7 @@ import numpy as np
 from .. import AbsoluteError, GTVProblem, Hinge, Huber, Logistic, graphs
 from ..penalties import get_penalty
 from ..progress import Progress
-from .harness import format_table, median_run, publish, ratio, run_isolated
+from .harness import format_table, measured, median_run, publish, ratio
 from .real import call_cvxpy, call_gtvcvx
 
 NAME = "losses"
@@ -116,9 +116,8 @@ def run(args) -> int:
             runs = {label: [] for label, _, _ in plan}
             for _ in range(repeats):  # alternated: the machine's drift spreads over every solver alike
                 for label, call, kwargs in plan:
-                    bar.start(f"{gr} {n} / {loss} / {pen}: {label}")
-                    runs[label].append(run_isolated(label, build, built, call, kwargs, timeout=args.timeout))
-                    bar.advance()
+                    runs[label].append(measured(bar, f"{gr} {n} / {loss} / {pen}: {label}", build, built, call, kwargs,
+                                                timeout=args.timeout))
             med = {label: median_run(r) for label, r in runs.items()}
             ok &= all(r.ok for r in med.values())
             out = {label: (r.data if r.ok else {"status": f"crashed: {r.error}"}) for label, r in med.items()}
