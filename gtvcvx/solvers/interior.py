@@ -542,7 +542,37 @@ def _accuracies(problem: GTVProblem, tol: float) -> tuple[float, ...]:
     tight = min(1e-11, 1e-2 * float(tol))
     loose = bounds_optimum(problem.loss) or provides(problem.loss, "smooth")
     first = min(1e-8, 1e-2 * float(tol)) if loose else tight
+    if (loose and problem.loss.conic_form != "logistic_margin" and problem.n_edges
+            and longest_hops(problem.graph) >= LONG_PATH_HOPS):
+        first = min(1e-9, 1e-3 * float(tol))  # long paths add up the flows' residuals (see LONG_PATH_HOPS)
     return (first,) if first <= tight else (first, tight)
+
+
+#: From this many hops between a component's first node and its farthest one, the losses that start at
+#: ``1e-2 tol`` (:func:`_accuracies`) start at ``1e-3 tol``, except the logistic loss: the certificate prices the
+#: flows' conservation residual over the paths to each component's root, which grow with the graph's length. Measured
+#: (2026-11-29, tol 1e-6, ``gtvcvx.bench.losses`` instances, 4 samples, d = 3): a Huber chain of 2,000 nodes
+#: certified 2.8e-6 at 1e-8 (allowance 7.0e-3 of a primal of 1,251), so Clarabel ran again at 1e-11: 38 iterations,
+#: 1.02 s; at 1e-9 one solve of 19 iterations certified 3.0e-8 (0.46 s). A chain of 1,000: 0.25 vs 0.26 s (20 / 22
+#: iterations, 2e-7 / 9e-9); absolute error chains of 1,000 / 2,000 one more iteration or none. The bank's
+#: graphs (at most 28 hops) and the SBMs keep 1e-8, where 1e-9 cost an iteration and gained nothing; the
+#: logistic loss (exponential cones) took 25 -> 61 iterations on the 2,000 chain at 1e-9.
+LONG_PATH_HOPS = 500
+
+
+def longest_hops(graph) -> int:
+    """The most hops from each connected component's first node to a node of it (between the largest
+    component radius and diameter), by one breadth-first search per component."""
+    from scipy.sparse.csgraph import connected_components, dijkstra
+
+    if graph.n_edges == 0:
+        return 0
+    adjacency = sp.csr_matrix((np.ones(graph.n_edges), (graph.edges[:, 0], graph.edges[:, 1])),
+                              shape=(graph.n, graph.n))
+    _, component = connected_components(adjacency, directed=False)
+    roots = np.unique(component, return_index=True)[1]
+    hops = dijkstra(adjacency, directed=False, indices=roots, unweighted=True, min_only=True)
+    return int(np.max(hops[np.isfinite(hops)], initial=0))
 
 
 #: Clarabel's statuses that mean it stopped at a limit, and the gtvcvx status they become.
@@ -712,6 +742,7 @@ def _solve_clarabel(problem: GTVProblem, tol: float, max_iter: int, time_limit: 
         attempts.append((not first, attempts[-1][1]))  # the other KKT system, at the last tolerance
     best = None  # (W, cert, native, explicit, A) of the best certified answer
     last_native = None
+    tried = []  # Clarabel's tolerance of each solve, in order
     while attempts:
         # every attempt within what the caller's limits leave (not each its own max_iter / time_limit)
         left_iter = max_iter - iterations
@@ -721,6 +752,7 @@ def _solve_clarabel(problem: GTVProblem, tol: float, max_iter: int, time_limit: 
             break
         left_iter, left_time = max(left_iter, 1), None if left_time is None else max(left_time, 1e-3)
         explicit, accuracy = attempts.pop(0)
+        tried.append(accuracy)
         prog, w_idx, flows, P, q, A, b = program(explicit)
         settings = _clarabel_settings(verbose, left_iter, left_time, work, **changes)
         settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = accuracy
@@ -771,4 +803,4 @@ def _solve_clarabel(problem: GTVProblem, tol: float, max_iter: int, time_limit: 
                      solve_time=solve_time, history=history, message=message,
                      residuals={**cert.residuals, "stationarity": stationarity(problem, W, cert.U)},
                      info={"method": "interior", "clarabel_status": native, "clarabel_iterations": iterations,
-                           "conic_rows": int(A.shape[0]), "explicit_differences": explicit, "node_gaps": cert.node_gaps, "edge_gaps": cert.edge_gaps})
+                           "clarabel_tolerances": tried, "conic_rows": int(A.shape[0]), "explicit_differences": explicit, "node_gaps": cert.node_gaps, "edge_gaps": cert.edge_gaps})
