@@ -161,6 +161,30 @@ def test_auto_gives_no_race_share_to_the_core_for_losses_that_are_not_smooth(mon
     assert interior.auto_plan(problem) == ("core", 0.0)
 
 
+def test_auto_takes_large_programs_for_losses_whose_core_is_slow_and_certificate_loose(monkeypatch):
+    """Beyond AUTO_MAX_ROWS the interior point stays in ``auto``'s choice for absolute error and Huber when
+    predicted at most AUTO_SECONDS_LARGE (a 20,000-node absolute-error chain: 6.2 s certified, where the core
+    it took before stood at a gap of 1 after 30 s); the hinge (rounding-level flows), the logistic loss
+    (exponential cones) and squared error (the core's fast case) keep the core there."""
+    rng = np.random.default_rng(0)
+    n = 60
+    X = [rng.normal(size=(4, 3)) for _ in range(n)]
+    y = [x @ np.ones(3) + 0.3 * rng.standard_t(2, size=4) for x in X]
+    labels = [np.where(v > 0, 1.0, -1.0) for v in y]
+    problems = {name: g.GTVProblem(g.graphs.chain(n), loss, g.Norm2(), 0.05) for name, loss in (
+        ("absolute", g.AbsoluteError(X, y)), ("huber", g.Huber(X, y)), ("hinge", g.Hinge(X, labels)),
+        ("logistic", g.Logistic(X, labels)), ("squared_error", g.SquaredError(X, y)))}
+    monkeypatch.setattr(interior, "AUTO_MAX_ROWS", 0)  # as if the chain were long
+    assert interior.auto_plan(problems["absolute"]) == ("interior", 0.0)
+    assert interior.auto_plan(problems["huber"]) == ("interior", 0.0)
+    for name in ("hinge", "logistic", "squared_error"):
+        assert interior.auto_plan(problems[name]) == ("core", 0.0), name
+    result = g.solve(problems["absolute"], tol=1e-6)
+    assert result.info["method"] == "interior" and result.status == "optimal"
+    monkeypatch.setattr(interior, "AUTO_SECONDS_LARGE", 0.0)  # predicted above it: the core
+    assert interior.auto_plan(problems["absolute"]) == ("core", 0.0)
+
+
 def test_auto_leaves_random_graphs_to_the_core():
     """A 300-node random graph fills the factorization in (measured 2-3 s against the core's
     0.1 s), so the size rule's work estimate keeps it on the first-order core."""

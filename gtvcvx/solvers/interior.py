@@ -65,7 +65,7 @@ from .schur_ipm import SCHUR_MIN_EDGES, schur_refusal, solve_schur
 
 __all__ = ["auto_interior", "auto_plan", "build_program", "conic_rows", "factor_work", "FAER_MIN_WORK", "interior_refusal", "solve_interior",
            "predicted_seconds", "LOSS_FORMS", "PENALTY_FORMS", "MAX_CONIC_ROWS", "MAX_SECONDS",
-           "AUTO_MAX_ROWS", "AUTO_MAX_SCHUR_EDGES", "AUTO_SECONDS", "AUTO_SECONDS_DEFICIENT"]
+           "AUTO_MAX_ROWS", "AUTO_MAX_SCHUR_EDGES", "AUTO_SECONDS", "AUTO_SECONDS_DEFICIENT", "AUTO_SECONDS_LARGE"]
 
 LOSS_FORMS = ("squared_residual", "absolute_residual", "huber_residual", "hinge_margin", "logistic_margin",
               "squared_distance")
@@ -105,6 +105,14 @@ AUTO_MAX_ROWS = 200_000
 AUTO_MAX_SCHUR_EDGES = 250_000
 AUTO_SECONDS_DEFICIENT = 2.0
 AUTO_SECONDS = 0.05
+#: Beyond :data:`AUTO_MAX_ROWS` (up to :data:`MAX_CONIC_ROWS`) ``auto`` still considers the interior point
+#: for losses whose core is the slow case and whose interior-point iterations the cost model counts
+#: (:func:`_large_program_ok`) when :func:`predicted_seconds` is at most this. Measured (2026-11-29, tol 1e-6,
+#: 4 samples per node, d = 3, interior point vs the core with a 30 s limit): chains of 20,000 nodes (760,000
+#: rows, predicted 8.0 s): absolute error 6.2 s vs the limit at a gap of 1, Huber 7.5 s vs 59 s; where the
+#: prediction is above it, it was 3-4x short: a 150 x 150 grid, Huber (predicted 13.8 s) 56 s, a 6-NN graph of
+#: 20,000 nodes, Huber (12.5 s) 33 s, vs the core's 30 s limit at 2e-4 / 3e-4 (those keep the core).
+AUTO_SECONDS_LARGE = 10.0
 #: Between :data:`AUTO_SECONDS_DEFICIENT` and :data:`MAX_SECONDS` (nodes leaving ``w_i``
 #: undetermined), ``auto`` races: the core first for this fraction of the predicted
 #: interior-point time, then the interior-point solve if the core has not certified ``tol``; a
@@ -265,9 +273,12 @@ def auto_plan(problem: GTVProblem) -> tuple[str, float]:
     ``("race", seconds)`` the core first for ``seconds`` and then the interior-point solve, or
     ``("core", 0)`` not at all (see :data:`AUTO_MAX_ROWS`, :data:`AUTO_RACE_FRACTION`)."""
     schur = schur_first(problem) and problem.n_edges <= AUTO_MAX_SCHUR_EDGES  # (no Clarabel rows to bound)
-    if (conic_rows(problem) > AUTO_MAX_ROWS and not schur) or _form_refusal(problem):
+    large = conic_rows(problem) > AUTO_MAX_ROWS and not schur
+    if (large and not _large_program_ok(problem)) or _form_refusal(problem):
         return "core", 0.0
-    seconds = predicted_seconds(problem)
+    seconds = predicted_seconds(problem)  # (after the cheap tests: it orders the graph)
+    if large and seconds > AUTO_SECONDS_LARGE:
+        return "core", 0.0
     # a loss that is not smooth (absolute error, hinge: its prox is a dual box QP solved inexactly): the
     # core never certified one first in a race (see AUTO_MAX_ROWS's notes), so no share goes to it
     if not provides(problem.loss, "smooth"):
@@ -283,6 +294,18 @@ def auto_plan(problem: GTVProblem) -> tuple[str, float]:
             return "race", AUTO_RACE_FRACTION * seconds
         return "core", 0.0
     return ("interior", 0.0) if seconds <= AUTO_SECONDS else ("core", 0.0)
+
+
+def _large_program_ok(problem: GTVProblem) -> bool:
+    """Whether ``auto`` may build a program beyond :data:`AUTO_MAX_ROWS` (see :data:`AUTO_SECONDS_LARGE`): a loss
+    that is not quadratic (the core's slow case) and whose certificate takes Clarabel's answer at its usual
+    accuracy (:func:`_accuracies`): not the hinge loss, whose flows must be exact to rounding (a 20,000-node
+    chain: 1e-11 twice, 29 s, certified 8.5e-6 > tol 1e-6), nor the logistic loss, whose exponential cones
+    take more iterations than the cost model's (the same chain: past 60 s, predicted 8 s)."""
+    loss = problem.loss
+    quadratic = provides(loss, "quadratic") or provides(loss, "separable_points")
+    loose = bounds_optimum(loss) or provides(loss, "smooth")
+    return not quadratic and loose and getattr(loss, "conic_form", None) != "logistic_margin"
 
 
 def predicted_seconds(problem: GTVProblem) -> float:
