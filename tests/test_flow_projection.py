@@ -377,3 +377,35 @@ def test_the_spanning_trees_budget_is_a_tight_bound(penalty):
     assert penalty_value <= P * (1 + 1e-9)
     root = np.flatnonzero(~tree.nonroot)[0]
     assert abs(np.einsum("nd,nd->", W - W[root], e)) >= bound * (1 - 1e-6)
+
+
+def test_the_anchored_systems_factorization_solves_a_long_chain_and_centres_what_it_cannot_route(monkeypatch):
+    """certificate._anchored_direct: on a 3,000-node chain (d = 2, unit weights, no metric) the Laplacian
+    system that block-Jacobi CG leaves at its step limit is solved to the rounding level; a right-hand side
+    whose sum is not zero (nothing routes it) leaves exactly that part as the residual, and the solution
+    stays centred instead of growing by 1 / shift."""
+    from gtvcvx.solvers._edge_kernels import differences, divergence
+
+    n, d = 3000, 2
+    graph = g.graphs.chain(n)
+    weights = np.ones(graph.n_edges)
+    hessians = np.zeros((n, d, d))
+
+    def apply(lam):
+        return divergence(graph, weights[:, None] * differences(graph, lam))
+
+    rng = np.random.default_rng(0)
+    rhs = rng.normal(size=(n, d))
+    rhs -= rhs.mean(axis=0)  # consistent
+    start = np.zeros((n, d))
+    before = np.linalg.norm(rhs - apply(start))
+    lam = certificate._anchored_direct(graph, weights, None, hessians, rhs, start, apply)
+    assert np.linalg.norm(rhs - apply(lam)) <= 1e-9 * before
+    shifted = rhs + 1.0  # a part of sum 2 n per column that no flow routes
+    lam = certificate._anchored_direct(graph, weights, None, hessians, shifted, start, apply)
+    left = np.linalg.norm(shifted - apply(lam))
+    assert left == pytest.approx(np.sqrt(n * d), rel=1e-6)  # the mean, and nothing else
+    assert np.abs(lam.mean(axis=0)).max() <= 1e-9 * np.abs(lam).max()
+    # beyond the size limit the start comes back unchanged
+    monkeypatch.setattr(certificate, "ANCHORED_FACTOR_MAX_UNKNOWNS", n * d - 1)
+    assert certificate._anchored_direct(graph, weights, None, hessians, rhs, start, apply) is start

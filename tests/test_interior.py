@@ -421,6 +421,19 @@ def test_a_hinge_chain_certifies_with_the_spanning_trees_budget():
     assert ref.primal >= result.dual - 1e-9 * (1 + abs(ref.primal))
 
 
+def test_a_long_hinge_chain_certifies_by_factorized_anchored_flows():
+    """The anchored flow's system on a chain needs about as many block-Jacobi CG steps as the chain has hops,
+    and their limit left residuals whose allowance (priced along the chain) missed tol: a 4,000-node hinge chain
+    read ``inaccurate`` at 2.5e-6 after Clarabel ran twice. A CG run that stops short is finished by a sparse
+    factorization, and rounds go on while each lowers the gap by a fifth: one Clarabel solve, certified."""
+    from gtvcvx.bench.losses import build
+
+    problem = build("chain", 4000, "hinge", "norm2", 4, 3, 0.05, 0)
+    result = solve_interior(problem, tol=1e-6)
+    assert result.status == "optimal" and result.rel_gap <= 1e-6, result.message
+    assert result.info["clarabel_tolerances"] == [1e-11]
+
+
 def test_clarabel_factors_by_faer_on_large_factorizations_where_the_build_has_it(monkeypatch):
     """QDLDL below FAER_MIN_WORK flops (faster on small graphs), faer from it on (1.8-3.8x faster on SBMs of
     1,000-2,000 nodes), and QDLDL whatever the size on a Clarabel build without faer."""
