@@ -33,7 +33,8 @@ def test_a_tiny_run_writes_its_report_with_ratios_and_memory(tmp_path, capsys):
     args = _args(tmp_path, sizes="40", losses="absolute", repeats=1)
     assert losses.run(args) == 0
     report = (tmp_path / "bench" / "losses.md").read_text()
-    assert "gtvcvx bench losses --sizes 40 --losses absolute" in report
+    assert "gtvcvx bench losses --sizes 40 --graphs chain,sbm --losses absolute" in report
+    assert "A chain and a two-block SBM" in report
     rows = [line for line in report.splitlines() if line.startswith("| chain") or line.startswith("| sbm")]
     assert len(rows) == 2 and all("| optimal |" in row for row in rows)
     import pandas as pd
@@ -45,7 +46,17 @@ def test_a_tiny_run_writes_its_report_with_ratios_and_memory(tmp_path, capsys):
 
 @pytest.mark.parametrize("changes, message", [({"sizes": "2"}, "--sizes"), ({"losses": "cauchy"}, "--losses"),
                                               ({"penalties": "group_norm2"}, "--penalties"),
+                                              ({"graphs": "grid"}, "--graphs"),
                                               ({"repeats": 0}, "--repeats")])
 def test_bad_arguments_are_refused_by_name(tmp_path, changes, message):
     with pytest.raises(SystemExit, match=message):
         losses.run(_args(tmp_path, **changes))
+
+
+def test_graphs_chooses_the_graph_kinds(tmp_path):
+    args = _args(tmp_path, sizes="30", graphs="chain", losses="huber", repeats=1)
+    assert losses.run(args) == 0
+    report = (tmp_path / "bench" / "losses.md").read_text()
+    rows = [line for line in report.splitlines() if line.startswith("| chain") or line.startswith("| sbm")]
+    assert len(rows) == 1 and rows[0].startswith("| chain | 30 | huber")
+    assert "--graphs chain --losses huber" in report and "A chain of each size" in report

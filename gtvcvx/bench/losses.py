@@ -46,6 +46,8 @@ PENALTIES = ("norm2", "norm1", "squared_norm2")
 def add_arguments(parser) -> None:
     parser.add_argument("--quick", action="store_true", help="1,000 nodes only, one run each")
     parser.add_argument("--sizes", default="1000,2000", help="comma-separated node counts (default 1000,2000)")
+    parser.add_argument("--graphs", default=",".join(GRAPHS), help=f"comma-separated graphs of {', '.join(GRAPHS)} "
+                                                                   f"(default both)")
     parser.add_argument("--losses", default=",".join(LOSSES), help=f"comma-separated losses of {', '.join(LOSSES)}")
     parser.add_argument("--penalties", default="norm2", help="comma-separated penalties (default norm2)")
     parser.add_argument("--samples-per-node", type=int, default=4, help="rows per node (default 4)")
@@ -98,6 +100,7 @@ def _sizes(text: str) -> tuple[int, ...]:
 def run(args) -> int:
     sizes = (1000,) if args.quick else _sizes(args.sizes)
     losses = _names(args.losses, tuple(LOSSES), "--losses")
+    graph_kinds = _names(args.graphs, GRAPHS, "--graphs")
     penalties = _names(args.penalties, PENALTIES, "--penalties")
     repeats = 1 if args.quick else args.repeats
     if repeats < 1 or args.samples_per_node < 1 or args.d < 1:
@@ -105,7 +108,7 @@ def run(args) -> int:
     if not (args.lam >= 0 and args.tol > 0):
         raise SystemExit(f"--lam must be >= 0 and --tol > 0, got {args.lam} and {args.tol}")
     started = time.strftime("%Y-%m-%d %H:%M")
-    instances = [(gr, n, loss, pen) for n in sizes for gr in GRAPHS for loss in losses for pen in penalties]
+    instances = [(gr, n, loss, pen) for n in sizes for gr in graph_kinds for loss in losses for pen in penalties]
     plan = [("gtvcvx", call_gtvcvx, {"tol": args.tol})] + [(p, call_cvxpy, {"solver": p}) for p in PEERS]
     bar = Progress(len(instances) * len(plan) * repeats)
     rows, ok = [], True
@@ -150,13 +153,16 @@ def run(args) -> int:
     cols = ["graph", "n", "loss", "penalty", "method", "gtvcvx_s", "clarabel_s", "scs_s", "ratio_clarabel", "ratio_scs",
             "status", "certified_rel_gap", "objective_vs_clarabel", "gtvcvx_peak_mb", "clarabel_peak_mb", "scs_peak_mb",
             "peer_status"]
+    graphs_said = " and ".join({"chain": "a chain", "sbm": "a two-block SBM (p_in = 10 / n, p_out = 1 / n)"}[gr]
+                               for gr in graph_kinds)
     lines = [
         "## losses: Huber, absolute error, hinge and logistic on graphs of 1,000+ nodes, gtvcvx vs CVXPY",
         "",
         f"Command: `gtvcvx bench losses{' --quick' if args.quick else ''} --sizes {','.join(map(str, sizes))} "
-        f"--losses {','.join(losses)} --penalties {','.join(penalties)} --samples-per-node {args.samples_per_node} "
+        f"--graphs {','.join(graph_kinds)} --losses {','.join(losses)} --penalties {','.join(penalties)} "
+        f"--samples-per-node {args.samples_per_node} "
         f"--d {args.d} --lam {args.lam:g} --tol {args.tol:g} --repeats {repeats} --seed {args.seed} --out {args.out}` "
-        f"(started {started}). A chain and a two-block SBM (p_in = 10 / n, p_out = 1 / n) of each size, "
+        f"(started {started}). {graphs_said[0].upper()}{graphs_said[1:]} of each size, "
         f"{args.samples_per_node} standard normal rows of d = {args.d} per node, two blocks of weights; regression "
         "targets with Student-t (2) noise, labels the signs of the signal plus 0.3 N(0, 1) (see "
         "`gtvcvx.bench.losses`). Every call whole (CVXPY compilation included) in a fresh process, "
