@@ -104,6 +104,9 @@ def test_long_paths_start_clarabel_one_decade_tighter_except_the_logistic_loss()
     long_huber = build("chain", 2000, "huber", "norm2", 4, 3, 0.05, 0)
     assert longest_hops(long_huber.graph) >= LONG_PATH_HOPS
     assert _accuracies(long_huber, 1e-6) == (1e-9, 1e-11)
+    longer = g.GTVProblem(g.graphs.chain(6000), long_huber.loss.__class__(  # one more decade per tenfold hops
+        [np.ones((1, 3))] * 6000, [np.zeros(1)] * 6000), g.Norm2(), 0.05)
+    assert _accuracies(longer, 1e-6) == (1e-10, 1e-11) and _accuracies(longer, 1e-9) == (1e-11,)  # (not past it)
     assert _accuracies(build("chain", 2000, "logistic", "norm2", 4, 3, 0.05, 0), 1e-6) == (1e-8, 1e-11)
     assert _accuracies(build("sbm", 300, "huber", "norm2", 4, 3, 0.05, 0), 1e-6) == (1e-8, 1e-11)
     result = solve_interior(long_huber, tol=1e-6)

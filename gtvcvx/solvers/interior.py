@@ -565,21 +565,25 @@ def _accuracies(problem: GTVProblem, tol: float) -> tuple[float, ...]:
     tight = min(1e-11, 1e-2 * float(tol))
     loose = bounds_optimum(problem.loss) or provides(problem.loss, "smooth")
     first = min(1e-8, 1e-2 * float(tol)) if loose else tight
-    if (loose and problem.loss.conic_form != "logistic_margin" and problem.n_edges
-            and longest_hops(problem.graph) >= LONG_PATH_HOPS):
-        first = min(1e-9, 1e-3 * float(tol))  # long paths add up the flows' residuals (see LONG_PATH_HOPS)
+    if loose and problem.loss.conic_form != "logistic_margin" and problem.n_edges:
+        hops = longest_hops(problem.graph)
+        if hops >= LONG_PATH_HOPS:  # long paths add up the flows' residuals (see LONG_PATH_HOPS)
+            first = max(first * 10.0 ** -(1 + int(np.floor(np.log10(hops / LONG_PATH_HOPS)))), tight)
     return (first,) if first <= tight else (first, tight)
 
 
 #: From this many hops between a component's first node and its farthest one, the losses that start at
-#: ``1e-2 tol`` (:func:`_accuracies`) start at ``1e-3 tol``, except the logistic loss: the certificate prices the
-#: flows' conservation residual over the paths to each component's root, which grow with the graph's length. Measured
-#: (2026-11-29, tol 1e-6, ``gtvcvx.bench.losses`` instances, 4 samples, d = 3): a Huber chain of 2,000 nodes
-#: certified 2.8e-6 at 1e-8 (allowance 7.0e-3 of a primal of 1,251), so Clarabel ran again at 1e-11: 38 iterations,
-#: 1.02 s; at 1e-9 one solve of 19 iterations certified 3.0e-8 (0.46 s). A chain of 1,000: 0.25 vs 0.26 s (20 / 22
-#: iterations, 2e-7 / 9e-9); absolute error chains of 1,000 / 2,000 one more iteration or none. The bank's
-#: graphs (at most 28 hops) and the SBMs keep 1e-8, where 1e-9 cost an iteration and gained nothing; the
-#: logistic loss (exponential cones) took 25 -> 61 iterations on the 2,000 chain at 1e-9.
+#: ``1e-2 tol`` (:func:`_accuracies`) start one decade tighter, and one more per tenfold hops (not past the
+#: retry's tolerance), except the logistic loss: the certificate prices the flows' conservation residual over the
+#: paths to each component's root, which grow with the graph's length. Measured (2026-11-29, tol 1e-6,
+#: ``gtvcvx.bench.losses`` instances, 4 samples, d = 3): a Huber chain of 2,000 nodes certified 2.8e-6 at 1e-8
+#: (allowance 7.0e-3 of a primal of 1,251), so Clarabel ran again at 1e-11: 38 iterations, 1.02 s; at 1e-9 one
+#: solve of 19 iterations certified 3.0e-8 (0.46 s). A chain of 1,000: 0.25 vs 0.26 s (20 / 22 iterations, 2e-7 /
+#: 9e-9); absolute error chains of 1,000 / 2,000 one more iteration or none. A Huber chain of 20,000: 1.0e-6 at
+#: 1e-9 (Clarabel again at 1e-11: 64 iterations, 19 s), 1.2e-7 at 1e-10 (32 iterations, 8.1 s); of 5,000: 1.6e-7
+#: at 1e-9, 8.3e-9 at 1e-10 (24 / 25 iterations). The bank's graphs (at most 28 hops) and the SBMs keep 1e-8,
+#: where 1e-9 cost an iteration and gained nothing; the logistic loss (exponential cones) took 25 -> 61
+#: iterations on the 2,000 chain at 1e-9.
 LONG_PATH_HOPS = 500
 
 
