@@ -181,10 +181,10 @@ def test_auto_races_huber_only_on_graphs_without_long_paths(monkeypatch):
 
 
 def test_auto_takes_large_programs_for_losses_whose_core_is_slow_and_certificate_loose(monkeypatch):
-    """Beyond AUTO_MAX_ROWS the interior point stays in ``auto``'s choice for absolute error and Huber when
-    predicted at most AUTO_SECONDS_LARGE (a 20,000-node absolute-error chain: 6.2 s certified, where the core
-    it took before stood at a gap of 1 after 30 s); the hinge (rounding-level flows), the logistic loss
-    (exponential cones) and squared error (the core's fast case) keep the core there."""
+    """Beyond AUTO_MAX_ROWS the interior point stays in ``auto``'s choice for absolute error, Huber and the
+    hinge when predicted at most AUTO_SECONDS_LARGE (a 20,000-node absolute-error chain: 6.2 s certified, where
+    the core it took before stood at a gap of 1 after 30 s); the logistic loss (exponential cones) and squared
+    error (the core's fast case) keep the core there."""
     rng = np.random.default_rng(0)
     n = 60
     X = [rng.normal(size=(4, 3)) for _ in range(n)]
@@ -196,7 +196,8 @@ def test_auto_takes_large_programs_for_losses_whose_core_is_slow_and_certificate
     monkeypatch.setattr(interior, "AUTO_MAX_ROWS", 0)  # as if the chain were long
     assert interior.auto_plan(problems["absolute"]) == ("interior", 0.0)
     assert interior.auto_plan(problems["huber"]) == ("interior", 0.0)
-    for name in ("hinge", "logistic", "squared_error"):
+    assert interior.auto_plan(problems["hinge"]) == ("interior", 0.0)
+    for name in ("logistic", "squared_error"):
         assert interior.auto_plan(problems[name]) == ("core", 0.0), name
     result = g.solve(problems["absolute"], tol=1e-6)
     assert result.info["method"] == "interior" and result.status == "optimal"
