@@ -390,6 +390,23 @@ def _sample_arguments(prog: _Program, loss, w_idx, kind: str) -> tuple[np.ndarra
     return u, 1.0 / loss.counts[node]
 
 
+def _sample_expression(loss, w_idx, kind: str) -> tuple[list, np.ndarray, np.ndarray]:
+    """Each sample's residual ``x^T w - y`` or margin ``y x^T w`` as an affine expression of ``W`` (no variable):
+    ``u = sum_k coef_k x[cols_k] + offset``; returns ``(terms, offset, 1/m per sample)``."""
+    X, y = loss.X_all, loss.y_all
+    node = loss.node_of_sample
+    cols = w_idx[node]  # (M, d)
+    scale = y if kind == "margin" else np.ones(X.shape[0])
+    terms = [(cols[:, k], scale * X[:, k]) for k in range(X.shape[1])]
+    offset = -y if kind == "residual" else np.zeros(X.shape[0])
+    return terms, offset, 1.0 / loss.counts[node]
+
+
+def _at_least(prog: _Program, t, sign: float, terms, offset) -> None:
+    """``t >= sign * u`` elementwise for ``u = sum_k coef_k x[cols_k] + offset`` (see :func:`_sample_expression`)."""
+    _nonneg_rows(prog, t.size, -sign * offset, [(t, -1.0)] + [(c, sign * v) for c, v in terms])
+
+
 def _nonneg_rows(prog: _Program, count: int, b, terms) -> None:
     """``count`` rows ``b - sum_k coef_k x[cols_k] >= 0`` for ``terms = [(cols_k, coef_k), ...]``."""
     rows = np.arange(count)
@@ -412,26 +429,37 @@ def _add_loss(prog: _Program, loss, w_idx) -> None:
         return
     if loss.X_all.shape[0] == 0:
         return
-    u, inv_m = _sample_arguments(prog, loss, w_idx, "margin" if form.endswith("_margin") else "residual")
+    kind = "margin" if form.endswith("_margin") else "residual"
+    if form in ("absolute_residual", "huber_residual", "hinge_margin"):
+        # the residuals / margins substituted (affine in W: no variable and no equality row per sample, as the
+        # edge differences): measured (2026-11-29, Clarabel at 1e-9, absolute error, 4 samples, d = 3) on a
+        # chain of 20,000 nodes 4.4 -> 3.4 s (21 -> 20 iterations), an SBM of 2,000 5.9 -> 5.0 s (19 -> 17)
+        terms, offset, inv_m = _sample_expression(loss, w_idx, kind)
+        M = offset.size
+        t = prog.variables(M)
+        if form == "absolute_residual":  # t >= u, t >= -u
+            prog.linear(t, inv_m)
+            _at_least(prog, t, 1.0, terms, offset)
+            _at_least(prog, t, -1.0, terms, offset)
+        elif form == "hinge_margin":  # t >= 0, t >= 1 - u
+            prog.linear(t, inv_m)
+            _nonneg_rows(prog, M, 0.0, [(t, -1.0)])
+            _at_least(prog, t, -1.0, terms, offset - 1.0)
+        else:  # Huber: h(u) = min_{u = a + c} a^2/2 + delta |c|, t >= |c|
+            a, c = prog.variables(M), prog.variables(M)
+            prog.squares(a, 0.5 * inv_m)
+            prog.linear(t, loss.delta * inv_m)
+            rows = np.arange(M)
+            prog.rows(np.concatenate([rows] * (len(terms) + 2)),
+                      np.concatenate([col for col, _ in terms] + [a, c]),
+                      np.concatenate([coef for _, coef in terms] + [-np.ones(M), -np.ones(M)]), M, -offset,
+                      [_cone("zero", M)])
+            _abs_epigraph(prog, t, c)
+        return
+    u, inv_m = _sample_arguments(prog, loss, w_idx, kind)
     M = u.size
     if form == "squared_residual":
         prog.squares(u, inv_m)
-    elif form == "absolute_residual":  # t >= u, t >= -u
-        t = prog.variables(M)
-        prog.linear(t, inv_m)
-        _abs_epigraph(prog, t, u)
-    elif form == "huber_residual":  # h(u) = min_{u = a + c} a^2/2 + delta |c|
-        a, c, t = prog.variables(M), prog.variables(M), prog.variables(M)
-        prog.squares(a, 0.5 * inv_m)
-        prog.linear(t, loss.delta * inv_m)
-        prog.rows(np.tile(np.arange(M), 3), np.concatenate([u, a, c]),
-                  np.concatenate([np.ones(M), -np.ones(M), -np.ones(M)]), M, 0.0, [_cone("zero", M)])
-        _abs_epigraph(prog, t, c)
-    elif form == "hinge_margin":  # t >= 0, t >= 1 - u
-        t = prog.variables(M)
-        prog.linear(t, inv_m)
-        _nonneg_rows(prog, M, 0.0, [(t, -1.0)])
-        _nonneg_rows(prog, M, -1.0, [(t, -1.0), (u, -1.0)])
     elif form == "logistic_margin":
         # t >= log(1 + e^{-u})  <=>  v1 >= e^{-u-t}, v2 >= e^{-t}, v1 + v2 <= 1; Clarabel's
         # exponential cone is {(a, b, c): b exp(a / b) <= c}, a slack s = b_vec - A x
