@@ -114,6 +114,21 @@ def test_long_paths_start_clarabel_one_decade_tighter_except_the_logistic_loss()
     assert result.info["clarabel_tolerances"] == [1e-9]  # one solve
 
 
+def test_the_residuals_and_margins_are_substituted_not_variables():
+    """Absolute error, Huber and hinge programs express each sample's residual / margin affinely in W (as CVXPY
+    does), without a variable and an equality row per sample: an SBM of 2,000 nodes, absolute error, 6.6 -> 4.2 s
+    (19 -> 16 Clarabel iterations). Counted on a chain with the substituted edge differences (an SOC of d + 1
+    rows per edge): two rows per sample for |u|, two for the hinge, one equality and two for Huber's split."""
+    from gtvcvx.solvers.interior import build_program
+
+    for kind, per_sample in (("absolute", 2), ("hinge", 2), ("huber", 3)):
+        problem = _problem(kind, g.Norm2(), counts=np.full(10, 4), seed=1)
+        prog, _, _ = build_program(problem, explicit_differences=False)
+        _, _, A, _ = prog.matrices()
+        samples = problem.loss.X_all.shape[0]
+        assert A.shape[0] == per_sample * samples + problem.n_edges * (problem.d + 1), kind
+
+
 def test_auto_picks_it_on_a_small_real_graph():
     from gtvcvx.bench.real import build
 
