@@ -406,6 +406,14 @@ def test_the_anchored_systems_factorization_solves_a_long_chain_and_centres_what
     left = np.linalg.norm(shifted - apply(lam))
     assert left == pytest.approx(np.sqrt(n * d), rel=1e-6)  # the mean, and nothing else
     assert np.abs(lam.mean(axis=0)).max() <= 1e-9 * np.abs(lam).max()
-    # beyond the size limit the start comes back unchanged
+    # which graphs factor: the chain; not beyond the size limit, and not a large graph with more edges than
+    # nodes (a random one would fill in before the count could refuse it)
+    assert certificate._anchored_factorable(graph, d)
     monkeypatch.setattr(certificate, "ANCHORED_FACTOR_MAX_UNKNOWNS", n * d - 1)
-    assert certificate._anchored_direct(graph, weights, None, hessians, rhs, start, apply) is start
+    assert not certificate._anchored_factorable(graph, d)
+    monkeypatch.undo()
+    ring = g.Graph(n, np.column_stack([np.arange(n), (np.arange(n) + 1) % n]))  # n edges: still sparse
+    assert certificate._anchored_factorable(ring, d)
+    dense = g.graphs.sbm([n // 2, n // 2], p_in=0.01, p_out=0.001, seed=0)[0]
+    monkeypatch.setattr(certificate, "FACTOR_MAX_UNKNOWNS", 100)
+    assert dense.n_edges > n and not certificate._anchored_factorable(dense, d)

@@ -933,6 +933,7 @@ class FlowProjector:
         self.multipliers = {}  # round -> CG solution at the latest call
         self._allowance = None
         self._target_rtol = None
+        self.anchored_factorable = None  # whether anchored_flow's system factors sparsely (decided once)
 
     def uncut(self) -> "FlowProjector":
         """This projector without the cut of negligible capacities (every edge may carry flow),
@@ -1539,7 +1540,10 @@ def anchored_flow(problem: GTVProblem, W, U, projector: FlowProjector,
     if not np.isfinite(lam).all():
         return None
     if residual > ANCHORED_RTOL * size and (deadline is None or time.perf_counter() < deadline):
-        lam = _anchored_direct(graph, weights, tangent, hessians, rhs, lam, apply)
+        if projector.anchored_factorable is None:
+            projector.anchored_factorable = _anchored_factorable(graph, problem.d)
+        if projector.anchored_factorable:
+            lam = _anchored_direct(graph, weights, tangent, hessians, rhs, lam, apply)
     flow = U0 + edge_move(lam)
     alpha = 1.0  # (a penalty without capacities, e.g. a squared norm: every flow is in the conjugate's domain)
     if penalty.is_norm:
@@ -1565,10 +1569,25 @@ ANCHORED_FACTOR_MAX_UNKNOWNS = 200_000
 ANCHORED_FACTOR_MAX_FILL = 40
 
 
+def _anchored_factorable(graph, d: int) -> bool:
+    """Whether :func:`_anchored_direct` factors the anchored system of ``graph`` (``d`` coordinates): at most
+    :data:`ANCHORED_FACTOR_MAX_UNKNOWNS` unknowns and :data:`ANCHORED_FACTOR_MAX_FILL` entries per node in the
+    factors of the node Laplacian's pattern (a SuperLU run on it, only up to the projection's
+    ``FACTOR_MAX_UNKNOWNS`` unknowns or on graphs with at most as many edges as nodes, whose fill is their size:
+    a large graph without locality would fill in before the count could refuse it)."""
+    n = graph.n
+    if n * d > ANCHORED_FACTOR_MAX_UNKNOWNS or (n * d > FACTOR_MAX_UNKNOWNS and graph.n_edges > n):
+        return False
+    pattern = (abs(graph.laplacian()) + sp.eye(n)).tocsc()
+    lu = spla.splu(pattern, permc_spec="MMD_AT_PLUS_A", options={"SymmetricMode": True})
+    entries = float(lu.L.nnz + lu.U.nnz)
+    return entries <= ANCHORED_FACTOR_MAX_FILL * n and entries * d * d <= FACTOR_MAX_ENTRIES
+
+
 def _anchored_direct(graph, weights, tangent, hessians, rhs, lam, apply) -> np.ndarray:
     """:func:`anchored_flow`'s system ``(D^T Omega T D + H) Lambda = rhs`` solved by a sparse factorization,
     refined against ``apply`` (the exact operator) from the conjugate gradients' ``lam``, which is returned
-    unchanged where the system is too large or the refinement does not lower the residual.
+    unchanged where the refinement does not lower the residual (the caller asks :func:`_anchored_factorable`).
 
     Notes
     -----
@@ -1582,13 +1601,6 @@ def _anchored_direct(graph, weights, tangent, hessians, rhs, lam, apply) -> np.n
     """
     n, d = rhs.shape
     E = graph.n_edges
-    if n * d > ANCHORED_FACTOR_MAX_UNKNOWNS:
-        return lam
-    pattern = (abs(graph.laplacian()) + sp.eye(n)).tocsc()
-    lu = spla.splu(pattern, permc_spec="MMD_AT_PLUS_A", options={"SymmetricMode": True})
-    entries = float(lu.L.nnz + lu.U.nnz)
-    if entries > ANCHORED_FACTOR_MAX_FILL * n or entries * d * d > FACTOR_MAX_ENTRIES:
-        return lam
     if tangent is None:
         blocks = np.broadcast_to(np.eye(d), (E, d, d))
     else:  # T_e e_k for every edge, column k of each block
