@@ -186,7 +186,8 @@ class MarginLoss(_DesignLoss):
         Starts at the subgradient at arguments ``u`` (exact where ``v`` is the subgradient there)
         and alternates the projection onto ``{(1/m) X^T a = v}`` in the metric weighted by
         :meth:`_kink_distance` (corrections go where they cost little) with clipping into the
-        box. With ``zero_exact`` a node with ``v_i = 0`` gets ``a = 0`` (represents it exactly, but its
+        box, then (:data:`DUAL_POINT_POLISH_ROUNDS`) the same projection restricted to the samples strictly inside
+        their boxes. With ``zero_exact`` a node with ``v_i = 0`` gets ``a = 0`` (represents it exactly, but its
         term is ``L_i(w_i)`` itself); without, the subgradient's point like any other (a term near 0 at a
         local optimum, and a rounding-level residual). Returns padded ``a`` (n, m_max).
         """
@@ -220,8 +221,8 @@ class MarginLoss(_DesignLoss):
                 break
             a, resid = a_new, resid_new
         # the same projection with the samples at a bound held there: the rounds above move them too, and
-        # clipping them back left ~1e-8 of a flow's node duals (x 1e-9 of |v|, 5,000-node hinge chain) where the
-        # free samples represent them to rounding; per node while its residual falls
+        # clipping them back left residuals of ~4e-8 |v| (a 5,000-node hinge chain's flow) where the free
+        # samples bring them to ~4e-10 |v|; per node while its residual falls
         for _ in range(DUAL_POINT_POLISH_ROUNDS):
             free_w = np.where(mask & (a > lo) & (a < hi), inv_w, 0.0)
             gram_free = np.matmul(Xt * free_w[:, None, :], Xp)
