@@ -287,7 +287,7 @@ def auto_plan(problem: GTVProblem) -> tuple[str, float]:
     # some node leaves part of w_i undetermined (rank X_i < d, or no data), or the loss is smooth but not
     # quadratic (Huber, logistic: the core's prox is a Newton solve and its certificates anchored flows):
     # the core's slow cases
-    quadratic = provides(problem.loss, "quadratic") or provides(problem.loss, "separable_points")
+    quadratic = _quadratic_loss(problem.loss)
     if constrained_nodes(problem).size or not quadratic:
         # (long paths: the core needs about as many iterations as there are hops, see LONG_PATH_HOPS; a Huber
         # chain of 5,000 / 20,000 nodes raced 2.6 / 23.6 s where the interior point alone took 1.6 / 8.1 s)
@@ -300,13 +300,21 @@ def auto_plan(problem: GTVProblem) -> tuple[str, float]:
     return ("interior", 0.0) if seconds <= AUTO_SECONDS else ("core", 0.0)
 
 
+def _quadratic_loss(loss) -> bool:
+    """Whether the loss is quadratic for the method choice (traits ``quadratic`` or ``separable_points``)."""
+    return provides(loss, "quadratic") or provides(loss, "separable_points")
+
+
+def _exponential_cones(loss) -> bool:
+    """Whether the loss's conic form has exponential cones (the logistic loss)."""
+    return getattr(loss, "conic_form", None) == "logistic_margin"
+
+
 def _large_program_ok(problem: GTVProblem) -> bool:
     """Whether ``auto`` may build a program beyond :data:`AUTO_MAX_ROWS` (see :data:`AUTO_SECONDS_LARGE`): a loss
     that is not quadratic (the core's slow case), except the logistic loss, whose exponential cones take more
     iterations than the cost model's (a 20,000-node chain: past 60 s, predicted 8 s)."""
-    loss = problem.loss
-    quadratic = provides(loss, "quadratic") or provides(loss, "separable_points")
-    return not quadratic and getattr(loss, "conic_form", None) != "logistic_margin"
+    return not _quadratic_loss(problem.loss) and not _exponential_cones(problem.loss)
 
 
 def predicted_seconds(problem: GTVProblem) -> float:
@@ -377,17 +385,10 @@ def conic_rows(problem: GTVProblem) -> int:
 # ---------------------------------------------------------------------------------------
 def _sample_arguments(prog: _Program, loss, w_idx, kind: str) -> tuple[np.ndarray, np.ndarray]:
     """Variables ``u`` equal to each sample's residual or margin; returns ``(u, 1/m per sample)``."""
-    X, y = loss.X_all, loss.y_all
-    M, d = X.shape
-    u = prog.variables(M)
-    node = loss.node_of_sample
-    scale = y[:, None] if kind == "margin" else np.ones((M, 1))
-    rows = np.repeat(np.arange(M), d + 1).reshape(M, d + 1)
-    cols = np.concatenate([w_idx[node], u[:, None]], axis=1)
-    vals = np.concatenate([scale * X, -np.ones((M, 1))], axis=1)
-    # x^T w - u = y (residual u = x^T w - y) or y x^T w - u = 0 (margin)
-    prog.rows(rows, cols, vals, M, y if kind == "residual" else 0.0, [_cone("zero", M)] if M else [])
-    return u, 1.0 / loss.counts[node]
+    terms, offset, inv_m = _sample_expression(loss, w_idx, kind)
+    u = prog.variables(offset.size)
+    _term_rows(prog, offset.size, -offset, terms + [(u, -1.0)], "zero")  # x^T w - u = y, or y x^T w - u = 0
+    return u, inv_m
 
 
 def _sample_expression(loss, w_idx, kind: str) -> tuple[list, np.ndarray, np.ndarray]:
@@ -407,11 +408,18 @@ def _at_least(prog: _Program, t, sign: float, terms, offset) -> None:
     _nonneg_rows(prog, t.size, -sign * offset, [(t, -1.0)] + [(c, sign * v) for c, v in terms])
 
 
-def _nonneg_rows(prog: _Program, count: int, b, terms) -> None:
-    """``count`` rows ``b - sum_k coef_k x[cols_k] >= 0`` for ``terms = [(cols_k, coef_k), ...]``."""
+def _term_rows(prog: _Program, count: int, b, terms, cone: str) -> None:
+    """``count`` rows ``b - sum_k coef_k x[cols_k]`` in the cone ``cone`` (``"nonneg"``: ``>= 0``, ``"zero"``:
+    ``= 0``) for ``terms = [(cols_k, coef_k), ...]``."""
     rows = np.arange(count)
     prog.rows(np.concatenate([rows] * len(terms)), np.concatenate([np.asarray(c).ravel() for c, _ in terms]),
-              np.concatenate([np.broadcast_to(v, (count,)) for _, v in terms]), count, b, [_cone("nonneg", count)])
+              np.concatenate([np.broadcast_to(v, (count,)) for _, v in terms]), count, b,
+              [_cone(cone, count)] if count else [])
+
+
+def _nonneg_rows(prog: _Program, count: int, b, terms) -> None:
+    """``count`` rows ``b - sum_k coef_k x[cols_k] >= 0`` for ``terms = [(cols_k, coef_k), ...]``."""
+    _term_rows(prog, count, b, terms, "nonneg")
 
 
 def _abs_epigraph(prog: _Program, t, x) -> None:
@@ -449,11 +457,7 @@ def _add_loss(prog: _Program, loss, w_idx) -> None:
             a, c = prog.variables(M), prog.variables(M)
             prog.squares(a, 0.5 * inv_m)
             prog.linear(t, loss.delta * inv_m)
-            rows = np.arange(M)
-            prog.rows(np.concatenate([rows] * (len(terms) + 2)),
-                      np.concatenate([col for col, _ in terms] + [a, c]),
-                      np.concatenate([coef for _, coef in terms] + [-np.ones(M), -np.ones(M)]), M, -offset,
-                      [_cone("zero", M)])
+            _term_rows(prog, M, -offset, terms + [(a, -1.0), (c, -1.0)], "zero")  # u - a - c = 0
             _abs_epigraph(prog, t, c)
         return
     u, inv_m = _sample_arguments(prog, loss, w_idx, kind)
@@ -594,7 +598,7 @@ def _accuracies(problem: GTVProblem, tol: float) -> tuple[float, ...]:
     tight = min(1e-11, 1e-2 * float(tol))
     loose = bounds_optimum(problem.loss) or provides(problem.loss, "smooth")
     first = min(1e-8, 1e-2 * float(tol)) if loose else tight
-    if loose and problem.loss.conic_form != "logistic_margin" and problem.n_edges:
+    if loose and not _exponential_cones(problem.loss) and problem.n_edges:
         hops = longest_hops(problem.graph)
         if hops >= LONG_PATH_HOPS:  # long paths add up the flows' residuals (see LONG_PATH_HOPS)
             first = max(first * 10.0 ** -(1 + int(np.floor(np.log10(hops / LONG_PATH_HOPS)))), tight)
@@ -786,7 +790,7 @@ def _solve_clarabel(problem: GTVProblem, tol: float, max_iter: int, time_limit: 
     # (uncertified) on grid / l1, the explicit form certified all 10. The hinge (2026-11-29, both forms
     # at 1e-11): the bank's 10 hinge rows certified either way at the same iterations (0.05-0.2 s,
     # within noise), a 1,000-node SBM 2.91 -> 2.02 s, a 1,000-node chain 0.40 -> 0.34 s substituted
-    first = problem.loss.conic_form == "logistic_margin"  # (the one form with exponential cones)
+    first = _exponential_cones(problem.loss)
     program(first)
     work = factor_work(problem)  # (which factorization Clarabel uses)
     changes, fallbacks = {}, list(STALL_FALLBACKS)  # Clarabel's settings beyond ours, and those left
