@@ -248,9 +248,7 @@ class _ConservationOperator:
             if self.nodes.size * d > FACTOR_MAX_UNKNOWNS:
                 self._factor_entries = np.inf
             else:
-                pattern = (abs(self.laplacian) + sp.eye(self.nodes.size)).tocsc()
-                lu = spla.splu(pattern, permc_spec="MMD_AT_PLUS_A", options={"SymmetricMode": True})
-                self._factor_entries = float(lu.L.nnz + lu.U.nnz) * d * d
+                self._factor_entries = laplacian_factor_entries(self.laplacian) * d * d
         return self._factor_entries <= FACTOR_MAX_ENTRIES
 
     def _factorize(self) -> None:
@@ -289,6 +287,14 @@ class _ConservationOperator:
             if residual <= 1e-3 * float(np.linalg.norm(B)) * np.finfo(float).eps:
                 break
         return Y, 0, residual
+
+
+def laplacian_factor_entries(laplacian) -> float:
+    """Entries of SuperLU's factors (minimum degree on ``A + A^T``, symmetric mode) of a Laplacian's pattern plus
+    the identity: the fill of a factorization of any system with that pattern, per coordinate block."""
+    pattern = (abs(laplacian) + sp.eye(laplacian.shape[0])).tocsc()
+    lu = spla.splu(pattern, permc_spec="MMD_AT_PLUS_A", options={"SymmetricMode": True})
+    return float(lu.L.nnz + lu.U.nnz)
 
 
 def bounds_optimum(loss) -> bool:
@@ -1578,9 +1584,7 @@ def _anchored_factorable(graph, d: int) -> bool:
     n = graph.n
     if n * d > ANCHORED_FACTOR_MAX_UNKNOWNS or (n * d > FACTOR_MAX_UNKNOWNS and graph.n_edges > n):
         return False
-    pattern = (abs(graph.laplacian()) + sp.eye(n)).tocsc()
-    lu = spla.splu(pattern, permc_spec="MMD_AT_PLUS_A", options={"SymmetricMode": True})
-    entries = float(lu.L.nnz + lu.U.nnz)
+    entries = laplacian_factor_entries(graph.laplacian())
     return entries <= ANCHORED_FACTOR_MAX_FILL * n and entries * d * d <= FACTOR_MAX_ENTRIES
 
 
@@ -1614,7 +1618,7 @@ def _anchored_direct(graph, weights, tangent, hessians, rhs, lam, apply) -> np.n
     matrix = (incidence.T @ edge_blocks @ incidence + node_blocks).tocsc()
     level = float(np.mean(np.abs(matrix.diagonal()))) or 1.0
     try:
-        solve = spla.splu((matrix + FACTOR_SHIFT * level * sp.eye(n * d)).tocsc(), permc_spec="MMD_AT_PLUS_A").solve
+        solve = symmetric_solver((matrix + FACTOR_SHIFT * level * sp.eye(n * d)).tocsc())
     except (RuntimeError, ValueError):  # (a singular factor: keep CG's answer)
         return lam
     # the components of the edges the system moves flow on, and those without any node metric
