@@ -420,18 +420,43 @@ class MinorantBoxes:
         self.boxes = {}
         self.rows = None  # the loss's rows, grouped by component (built at the first call)
         self.programs = 0
+        self.applies = provides(loss, "linear_minorants") and loss.d <= MINORANT_LP_MAX_D
+
+    def _rows(self):
+        if self.rows is None:
+            A, node, weight = self.loss.linear_minorants()
+            order = np.argsort(self.component[node], kind="stable")
+            starts = np.searchsorted(self.component[node][order], np.arange(self.n_components + 1))
+            self.rows = (A, node, weight, order, starts)
+        return self.rows
+
+    def lookup(self, comps) -> dict:
+        """``{position: box}`` for the entries of ``comps`` (an integer array) that have a box, as
+        ``[self(c) for c in comps]`` (the same programs, in the same order) without a Python step per
+        component: only components with samples and no box yet run programs, while the budget lasts."""
+        comps = np.asarray(comps, dtype=np.int64)
+        if not self.applies or comps.size == 0:
+            return {}
+        starts = self._rows()[4]
+        per_program = 2 * self.loss.d
+        left = (MINORANT_LP_PROGRAMS - self.programs) // per_program
+        if left > 0:
+            seen = np.fromiter(self.boxes, dtype=np.int64, count=len(self.boxes))
+            new = comps[(starts[comps + 1] > starts[comps]) & ~np.isin(comps, seen)]
+            for comp in dict.fromkeys(new.tolist()):  # (first occurrences, in order)
+                if left <= 0:
+                    break
+                self(comp)
+                left -= 1
+        boxed = np.fromiter((c for c, box in self.boxes.items() if box is not None), dtype=np.int64)
+        return {int(k): self.boxes[int(comps[k])] for k in np.flatnonzero(np.isin(comps, boxed))}
 
     def __call__(self, comp: int) -> np.ndarray | None:
         comp = int(comp)
         if comp not in self.boxes:
             loss, box = self.loss, None
-            if provides(loss, "linear_minorants") and loss.d <= MINORANT_LP_MAX_D:
-                if self.rows is None:
-                    A, node, weight = loss.linear_minorants()
-                    order = np.argsort(self.component[node], kind="stable")
-                    starts = np.searchsorted(self.component[node][order], np.arange(self.n_components + 1))
-                    self.rows = (A, node, weight, order, starts)
-                A, node, weight, order, starts = self.rows
+            if self.applies:
+                A, node, weight, order, starts = self._rows()
                 rows = order[starts[comp]:starts[comp + 1]]
                 if rows.size > MINORANT_LP_ROWS:
                     rows = rows[np.linspace(0, rows.size - 1, MINORANT_LP_ROWS).astype(np.int64)]
@@ -571,11 +596,12 @@ class ResidualAllowance:
             self._stacked[comp] = (vals[order], vecs[:, order], null[order])
         return self._stacked[comp]
 
-    def _box(self, comp: int) -> np.ndarray | None:
-        """:class:`MinorantBoxes` of this problem's loss (built at the first call)."""
+    @property
+    def minorant_boxes(self) -> MinorantBoxes:
+        """:class:`MinorantBoxes` of this problem's loss (built at the first use)."""
         if self._boxes is None:
             self._boxes = MinorantBoxes(self.problem.loss, self.component, self.n_components, self.dist_unit)
-        return self._boxes(comp)
+        return self._boxes
 
     @property
     def last_exact(self) -> bool:
@@ -686,18 +712,20 @@ class ResidualAllowance:
         # scale or the loss's data, allowance_partials; a larger one is left infinite, so the
         # certificate moves the flow instead, anchored_flow)
         growth = max(primal, primal ** self.power) if primal > 0 else 0.0
-        for k in np.flatnonzero(~np.isfinite(radius) & ~outside):
-            box = (self._box if boxes is None else boxes)(int(comps[k]))
-            if box is None:
-                if partial["over"][comps[k]]:
-                    continue
-                self.last_estimated[comps[k]] = True
-                radius[k] = 2.0 * (partial["wmax"][comps[k]] + partial["dmax"][comps[k]])
-            else:
-                along = np.abs(sums[comps[k]])
-                free = ~np.isfinite(box)  # (a feature no sample has, or separable data: all)
-                if not (along[free] > 0).any():  # else no bound on w*_a that way: no finite dual with this residual
-                    radius[k] = growth * float(along[~free] @ box[~free]) / sum_norm[comps[k]]
+        pending = np.flatnonzero(~np.isfinite(radius) & ~outside)
+        if boxes is None:  # (one node per component in by_nodes: no Python step per component)
+            found = {int(pending[k]): box for k, box in self.minorant_boxes.lookup(comps[pending]).items()}
+        else:
+            found = {int(k): box for k in pending if (box := boxes(int(comps[k]))) is not None}
+        for k, box in found.items():
+            along = np.abs(sums[comps[k]])
+            free = ~np.isfinite(box)  # (a feature no sample has, or separable data: all)
+            if not (along[free] > 0).any():  # else no bound on w*_a that way: no finite dual with this residual
+                radius[k] = growth * float(along[~free] @ box[~free]) / sum_norm[comps[k]]
+        unboxed = np.setdiff1d(pending, np.fromiter(found, dtype=np.int64, count=len(found)))
+        unboxed = unboxed[~partial["over"][comps[unboxed]]]
+        self.last_estimated[comps[unboxed]] = True
+        radius[unboxed] = 2.0 * (partial["wmax"][comps[unboxed]] + partial["dmax"][comps[unboxed]])
         # lam = 0: no node of the component has data, and sum_C e = 0 exactly (a divergence)
         out[comps] += radius * sum_norm[comps]
         return out
