@@ -22,7 +22,10 @@ __all__ = ["block_indices", "pardiso_available", "SymmetricFactor", "symmetric_s
 #: :func:`symmetric_solver` uses PARDISO from this order on; below, SuperLU's lighter setup wins
 #: (measured on the certificate's Grams, PARDISO vs SuperLU: the 15 x 15 grid with d = 11, order
 #: 2,475, 18.7 vs 13.0 ms; a 2-D 5-NN graph, 1,000 nodes, d = 4, order 4,000, 25 vs 17 ms; the
-#: digits 5-NN graph, d = 5, order 8,985, 76 vs 225 ms).
+#: digits 5-NN graph, d = 5, order 8,985, 76 vs 225 ms). Those PARDISO times included its wrapper's row-by-row
+#: check (~7 us a row, :func:`_pardiso_solver`); without it (2026-11-29, 7-run medians, setup and one solve):
+#: a 20 x 20 grid with d = 5, order 2,000, 8.0 vs 11.9 ms; a 5-NN graph of 1,000 points, d = 4, 15.8 vs 32.9 ms;
+#: chains SuperLU (2,000 nodes, d = 3: 7.3 vs 5.7 ms). The threshold stays: a few milliseconds either way.
 PARDISO_MIN_SIZE = 5000
 
 
@@ -77,6 +80,10 @@ class SymmetricFactor:
         self._module = module
         self._pattern = sp.csr_matrix(pattern, copy=True)
         self._pattern.sort_indices()
+        rows = np.repeat(np.arange(self._pattern.shape[0]), np.diff(self._pattern.indptr))
+        if self._pattern.shape[0] != self._pattern.shape[1] or (self._pattern.indices < rows).any():
+            raise ValueError(f"SymmetricFactor's pattern must be a square upper triangle, got shape "
+                             f"{self._pattern.shape} with entries below the diagonal")
         self._mtype = module.MTYPE_REAL_SYM_POSDEF if positive_definite else module.MTYPE_REAL_SYM_INDEF
         self._solver = None
         self.size = self._pattern.shape[0]
@@ -91,13 +98,36 @@ class SymmetricFactor:
         values = np.ascontiguousarray(values, dtype=float)
         if self._solver is None:
             self._pattern.data = values.copy()
-            self._solver = self._module.PardisoSolver(self._pattern, self._mtype)
+            self._solver = _pardiso_solver(self._module, self._pattern, self._mtype)
         else:
             self._solver.refactor(values)
 
     def solve(self, rhs: np.ndarray) -> np.ndarray:
         """``A^{-1} rhs`` for a vector (or an ``(size, k)`` array) with the last factors."""
         return np.asarray(self._solver.solve(np.ascontiguousarray(rhs, dtype=float)))
+
+
+class _CompiledPardiso:
+    """py-mkl-pardiso's compiled solver with its wrapper's ``refactor`` / ``solve``."""
+
+    def __init__(self, solver):
+        self.refactor, self.solve = solver.refactor_values, solver.solve
+
+
+def _pardiso_solver(module, upper, mtype):
+    """``module.PardisoSolver(upper, mtype)`` (symbolic analysis and first factorization) by the wrapper's own
+    steps on its compiled solver: the wrapper checks the upper triangle row by row in Python (~7 us a row,
+    0.43 s of a 20,000-node chain's 60,000-row system whose factorization takes 0.06 s; its check is
+    :class:`SymmetricFactor`'s, vectorized). The wrapper itself where the compiled class is not as expected."""
+    compiled = getattr(getattr(module, "_mkl_pardiso", None), "PardisoSolver", None)
+    if compiled is None or not all(hasattr(compiled, name) for name in ("set_pattern", "factor", "refactor_values",
+                                                                         "solve")):
+        return module.PardisoSolver(upper, mtype)
+    solver = compiled(mtype, 0)
+    solver.set_pattern(ia=np.asarray(upper.indptr, dtype=np.int64), ja=np.asarray(upper.indices, dtype=np.int64),
+                       n=upper.shape[0])
+    solver.factor(np.ascontiguousarray(upper.data, dtype=np.float64))
+    return _CompiledPardiso(solver)
 
 
 def symmetric_solver(matrix):
