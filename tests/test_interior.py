@@ -96,13 +96,13 @@ def test_long_paths_start_clarabel_one_decade_tighter_except_the_logistic_loss()
     iterations); from LONG_PATH_HOPS hops it starts at 1e-9 and certifies with one solve. Short graphs keep 1e-8,
     and so does the logistic loss (exponential cones: 25 -> 61 iterations at 1e-9 on the same chain)."""
     from gtvcvx.bench.losses import build
-    from gtvcvx.solvers.interior import LONG_PATH_HOPS, _accuracies, longest_hops
+    from gtvcvx.solvers.interior import LONG_PATH_HOPS, _accuracies
 
-    assert longest_hops(g.graphs.chain(700)) == 699
+    assert g.graphs.chain(700).longest_hops == 699
     two = g.Graph(9, [[0, 1], [1, 2], [3, 4], [4, 5], [5, 6], [6, 7]])  # components of 3 and 5 nodes (+ one alone)
-    assert longest_hops(two) == 4 and longest_hops(g.Graph(3, np.zeros((0, 2), dtype=int))) == 0
+    assert two.longest_hops == 4 and g.Graph(3, np.zeros((0, 2), dtype=int)).longest_hops == 0
     long_huber = build("chain", 2000, "huber", "norm2", 4, 3, 0.05, 0)
-    assert longest_hops(long_huber.graph) >= LONG_PATH_HOPS
+    assert long_huber.graph.longest_hops >= LONG_PATH_HOPS
     assert _accuracies(long_huber, 1e-6) == (1e-9, 1e-11)
     longer = g.GTVProblem(g.graphs.chain(6000), long_huber.loss.__class__(  # one more decade per tenfold hops
         [np.ones((1, 3))] * 6000, [np.zeros(1)] * 6000), g.Norm2(), 0.05)
@@ -189,7 +189,7 @@ def test_auto_races_huber_only_on_graphs_without_long_paths(monkeypatch):
     y = [x @ np.ones(3) + 0.3 * rng.standard_t(2, size=4) for x in X]
     monkeypatch.setattr(interior, "AUTO_SECONDS_DEFICIENT", 0.0)  # as if predicted above it
     long_chain = g.GTVProblem(g.graphs.chain(600), Huber(X, y), g.Norm2(), 0.05)
-    assert interior.longest_hops(long_chain.graph) >= interior.LONG_PATH_HOPS
+    assert long_chain.graph.longest_hops >= interior.LONG_PATH_HOPS
     assert interior.auto_plan(long_chain) == ("interior", 0.0)
     short = g.GTVProblem(g.graphs.chain(60), Huber(X[:60], y[:60]), g.Norm2(), 0.05)
     assert interior.auto_plan(short)[0] == "race"
@@ -456,17 +456,37 @@ def test_a_hinge_chain_certifies_with_the_spanning_trees_budget():
     assert ref.primal >= result.dual - 1e-9 * (1 + abs(ref.primal))
 
 
-def test_a_long_hinge_chain_certifies_by_factorized_anchored_flows():
+def test_a_long_hinge_chain_certifies_by_factorized_anchored_flows(monkeypatch):
     """The anchored flow's system on a chain needs about as many block-Jacobi CG steps as the chain has hops,
     and their limit left residuals whose allowance (priced along the chain) missed tol: a 4,000-node hinge chain
-    read ``inaccurate`` at 2.5e-6 after Clarabel ran twice. A CG run that stops short is finished by a sparse
-    factorization, and rounds go on while each lowers the gap by a fifth: one Clarabel solve, certified."""
+    read ``inaccurate`` at 2.5e-6 after Clarabel ran twice (it now certifies without anchored rounds, the dual
+    point's polish); a 10,000-node chain needs four. Where the graph has more hops than CG has steps and factors
+    sparsely, the anchored system is factored without CG (on a 20,000-node chain CG's 424 steps a round were
+    4.9 s of the certificate's 11.9), and rounds go on while each lowers the gap by a fifth: one Clarabel solve,
+    certified. A short chain runs CG as before."""
     from gtvcvx.bench.losses import build
+    from gtvcvx.solvers import certificate
 
-    problem = build("chain", 4000, "hinge", "norm2", 4, 3, 0.05, 0)
+    real, steps = certificate.anchored_flow, []
+
+    def spy(*args, **kwargs):
+        flow = real(*args, **kwargs)
+        steps.append(None if flow is None else flow.projection_iterations)
+        return flow
+
+    monkeypatch.setattr(certificate, "anchored_flow", spy)
+    problem = build("chain", 10_000, "hinge", "norm2", 4, 3, 0.05, 0)
     result = solve_interior(problem, tol=1e-6)
     assert result.status == "optimal" and result.rel_gap <= 1e-6, result.message
     assert result.info["clarabel_tolerances"] == [1e-11]
+    assert steps and set(steps) == {0}  # factored, no CG step
+    # a chain with fewer hops than CG has steps: CG first, as on every graph with short paths
+    short = build("chain", 200, "hinge", "norm2", 4, 3, 0.05, 0)
+    assert short.graph.longest_hops < certificate.anchored_max_iter(short.n)
+    rng = np.random.default_rng(0)
+    projector = certificate.FlowProjector(short)
+    flow = real(short, rng.normal(size=(200, 3)), 0.01 * rng.normal(size=(199, 3)), projector)
+    assert flow.projection_iterations > 0 and projector.anchored_direct_first is False
 
 
 def test_clarabel_factors_by_faer_on_large_factorizations_where_the_build_has_it(monkeypatch):

@@ -968,6 +968,7 @@ class FlowProjector:
         self._allowance = None
         self._target_rtol = None
         self.anchored_factorable = None  # whether anchored_flow's system factors sparsely (decided once)
+        self.anchored_direct_first = None  # ... and is factored without conjugate gradients first (long paths)
 
     def uncut(self) -> "FlowProjector":
         """This projector without the cut of negligible capacities (every edge may carry flow),
@@ -1498,7 +1499,9 @@ def anchored_flow(problem: GTVProblem, W, U, projector: FlowProjector,
     A penalty without capacities (a squared norm, a quadratic form) keeps ``alpha = 1``: every
     flow is in its conjugate's domain.
 
-    Solves ``(D^T Omega T D + H) Lambda = -(G + D^T U_0)`` by conjugate gradients, with ``U_0``
+    Solves ``(D^T Omega T D + H) Lambda = -(G + D^T U_0)`` by conjugate gradients (finished by a sparse
+    factorization where they stop short, or by the factorization alone where the graph has more hops than
+    the conjugate gradients have steps: :func:`_anchored_direct`), with ``U_0``
     the flow in its capacity balls, ``(G, H) = node_anchor(W, -D^T U_0)`` the node duals and
     metrics, ``Omega`` the projector's edge weights and ``T`` the projection onto the faces of
     the balls (:meth:`~gtvcvx.penalties.Penalty.face_tangent`; the identity with ``faces=False``),
@@ -1547,18 +1550,6 @@ def anchored_flow(problem: GTVProblem, W, U, projector: FlowProjector,
     def apply(lam):
         return divergence(graph, edge_move(lam)) + np.matmul(hessians, lam[:, :, None])[:, :, 0]
 
-    # block Jacobi: each node's weighted degree (the faces ignored) plus its metric
-    edges = graph.edges
-    degree = (np.bincount(edges[:, 0], weights, minlength=problem.n)
-              + np.bincount(edges[:, 1], weights, minlength=problem.n))
-    blocks = hessians + degree[:, None, None] * np.eye(problem.d)
-    level = np.maximum(np.trace(blocks, axis1=1, axis2=2) / problem.d, 1.0)
-    blocks += (1e-12 * level)[:, None, None] * np.eye(problem.d)  # (an isolated node without data)
-    inverses = np.linalg.inv(blocks)
-
-    def precond(R):
-        return np.matmul(inverses, R[:, :, None])[:, :, 0]
-
     rhs = -(anchors + divergence_0)
     if shift is not None:
         # balanced to Newton's accuracy: what is left of each component's sum cannot be routed (the system
@@ -1567,16 +1558,32 @@ def anchored_flow(problem: GTVProblem, W, U, projector: FlowProjector,
         rhs -= (allowance.segment.T @ (allowance.segment @ rhs)) / np.maximum(allowance.sizes, 1)[allowance.component,
                                                                                                     None]
     size = float(np.linalg.norm(anchors)) + float(np.linalg.norm(U0))
-    with np.errstate(all="ignore"):
-        lam, iterations, residual = conjugate_gradient(apply, rhs, atol=ANCHORED_RTOL * size, precond=precond,
-                                                       max_iter=min(projector.max_iter, anchored_max_iter(problem.n)),
-                                                       deadline=deadline)
-    if not np.isfinite(lam).all():
-        return None
-    if residual > ANCHORED_RTOL * size and (deadline is None or time.perf_counter() < deadline):
-        if projector.anchored_factorable is None:
-            projector.anchored_factorable = _anchored_factorable(graph, problem.d)
-        if projector.anchored_factorable:
+    max_iter = min(projector.max_iter, anchored_max_iter(problem.n))
+    if projector.anchored_direct_first is None:  # (the fill count only where the paths are long)
+        projector.anchored_direct_first = graph.longest_hops > max_iter and _factorable(projector, graph, problem.d)
+    if projector.anchored_direct_first:
+        # CG moves information one hop per step and would stop at max_iter short of the far ends
+        lam, iterations = _anchored_direct(graph, weights, tangent, hessians, rhs, np.zeros_like(rhs), apply), 0
+    else:
+        # block Jacobi: each node's weighted degree (the faces ignored) plus its metric
+        edges = graph.edges
+        degree = (np.bincount(edges[:, 0], weights, minlength=problem.n)
+                  + np.bincount(edges[:, 1], weights, minlength=problem.n))
+        blocks = hessians + degree[:, None, None] * np.eye(problem.d)
+        level = np.maximum(np.trace(blocks, axis1=1, axis2=2) / problem.d, 1.0)
+        blocks += (1e-12 * level)[:, None, None] * np.eye(problem.d)  # (an isolated node without data)
+        inverses = np.linalg.inv(blocks)
+
+        def precond(R):
+            return np.matmul(inverses, R[:, :, None])[:, :, 0]
+
+        with np.errstate(all="ignore"):
+            lam, iterations, residual = conjugate_gradient(apply, rhs, atol=ANCHORED_RTOL * size, precond=precond,
+                                                           max_iter=max_iter, deadline=deadline)
+        if not np.isfinite(lam).all():
+            return None
+        if (residual > ANCHORED_RTOL * size and (deadline is None or time.perf_counter() < deadline)
+                and _factorable(projector, graph, problem.d)):
             lam = _anchored_direct(graph, weights, tangent, hessians, rhs, lam, apply)
     flow = U0 + edge_move(lam)
     alpha = 1.0  # (a penalty without capacities, e.g. a squared norm: every flow is in the conjugate's domain)
@@ -1601,6 +1608,13 @@ ANCHORED_FACTOR_MAX_UNKNOWNS = 200_000
 #: the system restricted to the faces has no solution, not for want of steps: the 2,000-node hinge SBM spent
 #: 1.35 s per factorization on rounds whose certificates stayed infinite (7.0 -> 11.5 s).
 ANCHORED_FACTOR_MAX_FILL = 40
+
+
+def _factorable(projector, graph, d: int) -> bool:
+    """:func:`_anchored_factorable`, decided once per projector."""
+    if projector.anchored_factorable is None:
+        projector.anchored_factorable = _anchored_factorable(graph, d)
+    return projector.anchored_factorable
 
 
 def _anchored_factorable(graph, d: int) -> bool:

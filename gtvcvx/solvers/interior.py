@@ -292,7 +292,7 @@ def auto_plan(problem: GTVProblem) -> tuple[str, float]:
         # (long paths: the core needs about as many iterations as there are hops, see LONG_PATH_HOPS; a Huber
         # chain of 5,000 / 20,000 nodes raced 2.6 / 23.6 s where the interior point alone took 1.6 / 8.1 s)
         if seconds <= AUTO_SECONDS_DEFICIENT or (
-                not quadratic and seconds <= MAX_SECONDS and longest_hops(problem.graph) >= LONG_PATH_HOPS):
+                not quadratic and seconds <= MAX_SECONDS and problem.graph.longest_hops >= LONG_PATH_HOPS):
             return "interior", 0.0
         if seconds <= MAX_SECONDS:
             return "race", AUTO_RACE_FRACTION * seconds
@@ -599,7 +599,7 @@ def _accuracies(problem: GTVProblem, tol: float) -> tuple[float, ...]:
     loose = bounds_optimum(problem.loss) or provides(problem.loss, "smooth")
     first = min(1e-8, 1e-2 * float(tol)) if loose else tight
     if loose and not _exponential_cones(problem.loss) and problem.n_edges:
-        hops = longest_hops(problem.graph)
+        hops = problem.graph.longest_hops
         if hops >= LONG_PATH_HOPS:  # long paths add up the flows' residuals (see LONG_PATH_HOPS)
             first = max(first * 10.0 ** -(1 + int(np.floor(np.log10(hops / LONG_PATH_HOPS)))), tight)
     return (first,) if first <= tight else (first, tight)
@@ -618,21 +618,6 @@ def _accuracies(problem: GTVProblem, tol: float) -> tuple[float, ...]:
 #: where 1e-9 cost an iteration and gained nothing; the logistic loss (exponential cones) took 25 -> 61
 #: iterations on the 2,000 chain at 1e-9.
 LONG_PATH_HOPS = 500
-
-
-def longest_hops(graph) -> int:
-    """The most hops from each connected component's first node to a node of it (between the largest
-    component radius and diameter), by one breadth-first search per component."""
-    from scipy.sparse.csgraph import connected_components, dijkstra
-
-    if graph.n_edges == 0:
-        return 0
-    adjacency = sp.csr_matrix((np.ones(graph.n_edges), (graph.edges[:, 0], graph.edges[:, 1])),
-                              shape=(graph.n, graph.n))
-    _, component = connected_components(adjacency, directed=False)
-    roots = np.unique(component, return_index=True)[1]
-    hops = dijkstra(adjacency, directed=False, indices=roots, unweighted=True, min_only=True)
-    return int(np.max(hops[np.isfinite(hops)], initial=0))
 
 
 #: Clarabel's statuses that mean it stopped at a limit, and the gtvcvx status they become.
