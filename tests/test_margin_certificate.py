@@ -52,6 +52,32 @@ def test_node_anchor_is_represented_in_the_box_and_moves_only_samples_with_room(
         g.SquaredError(X[:2], y[:2], d=d).node_anchor(W[:2], V[:2])
 
 
+@pytest.mark.parametrize("loss_cls", [g.Hinge, g.AbsoluteError, g.Huber])
+def test_node_stationarity_from_the_dual_point_is_the_natural_residual(loss_cls, monkeypatch):
+    """The non-smooth margin losses start the stationarity prox's FISTA at the dual point representing V (on a
+    20,000-node absolute-error chain 1.9 -> 0.55 s): the same residual ||w - prox(w + v)|| as from the
+    subgradient at W (the prox is unique), exactly 0 where every node's v is a subgradient; Huber keeps its
+    gradient residual."""
+    from gtvcvx.losses._core import Loss
+
+    rng = np.random.default_rng(2)
+    d = 3
+    X = [rng.normal(size=(m, d)) for m in (4, 2, 0, 5, 4)]
+    y = [np.sign(rng.normal(size=len(x))) for x in X]
+    loss = loss_cls(X, y, d=d)
+    W = rng.normal(size=(5, d))
+    subgradient = loss._represented(loss._unpadded(loss._padded_samples(loss._subgradient(loss._argument(W),
+                                                                                           loss.y_all))))
+    V = subgradient + 1e-3 * rng.normal(size=(5, d))
+    ours = loss.node_stationarity(W, V)
+    base = Loss.node_stationarity(loss_cls(X, y, d=d), W, V)  # (a fresh loss: no prox memo)
+    np.testing.assert_allclose(ours, base, rtol=1e-9, atol=1e-14)
+    assert (ours[[0, 1, 3, 4]] > 1e-5).all()
+    assert np.abs(loss_cls(X, y, d=d).node_stationarity(W, subgradient)).max() <= 1e-12
+    if loss_cls is g.Huber:
+        np.testing.assert_allclose(ours, np.linalg.norm(loss.gradient(W) - V, axis=1), rtol=1e-12)
+
+
 @pytest.mark.parametrize("iterations", [194, 218, 300])
 def test_hinge_iterates_are_certified_within_a_small_factor_of_their_true_gap(monkeypatch, iterate_gap, iterations):
     """Issue 15 item 1 beyond the bank: florentine families / breast cancer / hinge / Norm2 (3 rows

@@ -160,13 +160,13 @@ class MarginLoss(_DesignLoss):
         W0 = V if warm_start is None else self._check_W(warm_start, "warm_start")
         return self._padded_samples(self._subgradient(self._argument(W0), self.y_all))
 
-    def _prox_iterations(self, V, step, warm_start, max_iter):
+    def _prox_iterations(self, V, step, warm_start, max_iter, start=None):
         V = self._check_W(V, "V")
         tau = _as_step(step, self.n)[:, 0]
         if self.X_all.shape[0] == 0:
             return V.copy()
         q = self._coords(V)
-        a, C = self._dual_prox(q, tau, self._prox_start(V, warm_start), max_iter)
+        a, C = self._dual_prox(q, tau, self._prox_start(V, warm_start) if start is None else start, max_iter)
         self.__dict__["_dual_memo"] = a
         return V + self._lift(C - q)
 
@@ -178,6 +178,24 @@ class MarginLoss(_DesignLoss):
         """A prox for iterative solvers: at most :attr:`warm_iterations` FISTA steps from the
         previous prox's dual point (an error that vanishes as consecutive proxes converge)."""
         return self._prox_iterations(V, step, warm_start, self.warm_iterations)
+
+    def node_stationarity(self, W, V) -> np.ndarray:
+        """``||w_i - prox_{L_i}(w_i + v_i)||`` per node (:meth:`Loss.node_stationarity`; a smooth loss's gradient
+        residual as there), its FISTA started at the dual point that represents ``V`` (:meth:`_dual_point`).
+
+        Notes
+        -----
+        The prox's dual solution at ``w_i + v_i`` is the box point ``a`` with ``(1/m) X_i^T a = v_i`` and ``a``
+        in the subdifferential at the margins of ``w_i`` wherever ``v_i`` is a subgradient there: the dual point
+        is that solution up to the iterate's error. From the subgradient at ``W`` instead, FISTA took 1.2-1.9 s
+        of a 20,000-node absolute-error chain's 5-6 s solve.
+        """
+        W = self._check_W(W)
+        V = self._check_W(V, "V")
+        if "smooth" in self.traits or self.X_all.shape[0] == 0:  # (Huber: its gradient)
+            return super().node_stationarity(W, V)
+        start = self._dual_point(V, self._argument(W), zero_exact=False)
+        return np.linalg.norm(W - self._prox_iterations(W + V, 1.0, None, self.prox_iterations, start=start), axis=1)
 
     # -- conjugate and certificates --------------------------------------------------------------
     def _dual_point(self, V, u, rounds: int = 50, *, zero_exact: bool = True):
