@@ -460,10 +460,11 @@ def test_a_long_hinge_chain_certifies_by_factorized_anchored_flows(monkeypatch):
     """The anchored flow's system on a chain needs about as many block-Jacobi CG steps as the chain has hops,
     and their limit left residuals whose allowance (priced along the chain) missed tol: a 4,000-node hinge chain
     read ``inaccurate`` at 2.5e-6 after Clarabel ran twice (it now certifies without anchored rounds, the dual
-    point's polish); a 10,000-node chain needs four. Where the graph has more hops than CG has steps and factors
-    sparsely, the anchored system is factored without CG (on a 20,000-node chain CG's 424 steps a round were
-    4.9 s of the certificate's 11.9), and rounds go on while each lowers the gap by a fifth: one Clarabel solve,
-    certified. A short chain runs CG as before."""
+    point's polish); a 10,000-node chain needed four until the penalty's budget capped the nodes' distances from
+    the root (``_budget_reach``; now none: 1.0e-8 in 3.9 s, was 4.8e-9 in 5.9 s), so they run without the cap
+    here. Where the graph has more hops than CG has steps and factors sparsely, the anchored system is factored
+    without CG (on a 20,000-node chain CG's 424 steps a round were 4.9 s of the certificate's 11.9), and rounds
+    go on while each lowers the gap by a fifth: one Clarabel solve, certified. A short chain runs CG as before."""
     from gtvcvx.bench.losses import build
     from gtvcvx.solvers import certificate
 
@@ -476,6 +477,9 @@ def test_a_long_hinge_chain_certifies_by_factorized_anchored_flows(monkeypatch):
 
     monkeypatch.setattr(certificate, "anchored_flow", spy)
     problem = build("chain", 10_000, "hinge", "norm2", 4, 3, 0.05, 0)
+    capped = solve_interior(problem, tol=1e-6)
+    assert capped.status == "optimal" and not steps
+    monkeypatch.setattr(certificate, "_budget_reach", lambda *args: None)
     result = solve_interior(problem, tol=1e-6)
     assert result.status == "optimal" and result.rel_gap <= 1e-6, result.message
     assert result.info["clarabel_tolerances"] == [1e-11]

@@ -164,7 +164,7 @@ class Part:
         return {"pid": os.getpid(), "d": self.d, "n_own": int(self.layout.own_nodes.size),
                 "n_edges": int(self.layout.edge_ids.size), "constrained": constrained,
                 "max_terms": int(self.loss.max_terms), "has_data": has_data,
-                "bounded": bounds_optimum(self.loss),
+                "bounded": bounds_optimum(self.loss), "nonnegative": provides(self.loss, "nonnegative"),
                 "busy": self.busy, "sent_bytes": self.sent_bytes}
 
     def label_scaling(self) -> dict:

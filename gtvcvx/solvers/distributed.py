@@ -426,6 +426,7 @@ def _solve_placed(problem, graph, client, tol, max_iter, time_limit, warm_start,
     certifier = _Certifier(cluster, graph, problem.penalty, problem.lam, d, constrained,
                            max_terms=max(i["max_terms"] for i in infos),
                            bounded=all(i["bounded"] for i in infos),
+                           nonnegative=all(i["nonnegative"] for i in infos),
                            loss=problem.loss if isinstance(problem, GTVProblem) else None)
 
     # ---- initial point (a warm start is model and flows, not data: sent to the parts)
@@ -654,11 +655,13 @@ _FLOW_FIELDS = ("conservation", "capacity_scale", "projection_iterations")
 
 
 class _GraphView:
-    """What :class:`~gtvcvx.solvers.certificate.ResidualAllowance` needs of a problem, without its data."""
+    """What :class:`~gtvcvx.solvers.certificate.ResidualAllowance` needs of a problem, without its data
+    (``nonnegative_loss``: whether every part's loss declares the trait ``nonnegative``)."""
 
-    def __init__(self, graph, penalty, lam, d):
+    def __init__(self, graph, penalty, lam, d, nonnegative_loss: bool = False):
         self.graph, self.penalty, self.d, self.n = graph, penalty, d, graph.n
         self.capacities = lam * graph.weights
+        self.nonnegative_loss = bool(nonnegative_loss)
 
 
 class _Certifier:
@@ -672,11 +675,12 @@ class _Certifier:
     rounding allowance.
     """
 
-    def __init__(self, cluster, graph, penalty, lam, d, constrained, *, max_terms, bounded, loss=None):
+    def __init__(self, cluster, graph, penalty, lam, d, constrained, *, max_terms, bounded, loss=None,
+                 nonnegative=False):
         self.cluster, self.graph = cluster, graph
         self.max_terms = max_terms
         self.rounds = 0
-        view = _GraphView(graph, penalty, lam, d)
+        view = _GraphView(graph, penalty, lam, d, nonnegative)
         self.allowance = ResidualAllowance(view)
         self._boxes = {}  # component -> the smallest of the parts' minorant boxes (see _minorant_box)
         # a loss the client holds anyway (a GTVProblem, not a SiteProblem) bounds a component from all its samples
