@@ -225,6 +225,37 @@ class _NegativeShift(g.SquaredError):
     traits = ("smooth", "quadratic")
 
 
+def test_a_logistic_residual_is_priced_through_the_components_box():
+    """The logistic loss bounds no optimum: a node dual outside its conjugate's domain (beyond the rounding of its
+    sums, Logistic.residual_rounding) was an infinite term, whatever the component's data. It is now a residual,
+    priced rigorously through the box of the component's half-spaces where the pooled data are not separable
+    (the bound holds: dual <= P*), and infinite where they are (no box: the zero flow certifies)."""
+    from gtvcvx.reference import solve_primal
+    from gtvcvx.solvers import certificate
+
+    rng = np.random.default_rng(5)
+    n, d = 30, 2
+    X = [rng.normal(size=(6, d)) for _ in range(n)]
+    y = [np.where(x @ np.array([1.0, 0.5]) + 0.8 * rng.normal(size=6) > 0, 1.0, -1.0) for x in X]
+    problem = g.GTVProblem(g.graphs.chain(n), g.Logistic(X, y, d=d), g.Norm2(), 0.1)
+    result = g.solve(problem, tol=1e-9)
+    optimum = solve_primal(problem, "CLARABEL").primal
+    shrunk = certificate.FeasibleFlow(U=0.97 * result.U, scale=None)  # inside the balls, node duals moved
+    V = -certificate.divergence(problem.graph, shrunk.U)
+    terms, residual = problem.loss.certify_nodes(result.W, V)
+    assert np.isfinite(terms).all()
+    assert (np.linalg.norm(residual, axis=1) > problem.loss.residual_rounding(V)).any()
+    cert = certificate._certificate_of(problem, result.W, shrunk, certificate.FlowProjector(problem))
+    assert np.isfinite(cert.gap) and cert.residuals["residual_allowance"] > 0
+    assert cert.residuals["estimated_allowance"] == 0.0
+    assert cert.dual <= optimum + 1e-9 * (1 + abs(optimum))
+    # separable pooled data: no box, no finite allowance for that residual
+    y_sep = [np.where(x @ np.array([1.0, 0.5]) > 0, 1.0, -1.0) for x in X]
+    separable = g.GTVProblem(problem.graph, g.Logistic(X, y_sep, d=d), g.Norm2(), 0.1)
+    cert = certificate._certificate_of(separable, result.W, shrunk, certificate.FlowProjector(separable))
+    assert not np.isfinite(cert.gap)
+
+
 def test_minorant_boxes_for_many_components_at_once_are_the_ones_asked_one_by_one(monkeypatch):
     """MinorantBoxes.lookup (the allowance's path: one component per node in ``by_nodes``, 20,000 Python
     steps a certificate on a 20,000-node hinge chain) runs the same programs, in the same order and within the

@@ -30,7 +30,7 @@ def test_logistic_rows_certify_and_agree_with_clarabel(penalty):
     assert result.gap >= result.primal - reference.primal - 1e-9 * abs(reference.primal)
 
 
-def test_a_shallow_projection_leaves_the_l1_row_uncertified(monkeypatch):
+def test_a_shallow_projection_is_priced_through_the_box_or_left_uncertified(monkeypatch):
     problem = _bank("norm1")
     W = g.solve(problem, tol=1e-9, max_iter=3000).W
     U = flow_from_primal(problem, W, threshold=1e-6)  # the flow W's optimality conditions give
@@ -44,8 +44,14 @@ def test_a_shallow_projection_leaves_the_l1_row_uncertified(monkeypatch):
     anchored = certify_pair(problem, W, U)  # the flow anchored at W's gradients does not need it
     assert anchored.rel_gap < 1e-8 and "own metric" in anchored.message
     monkeypatch.setattr(certificate, "ANCHORED_MAX_ENTRIES", 0)  # nor that
+    # one node's residual of 6e-13 (beyond the logistic sums' rounding) is priced through the box of the
+    # component's half-spaces (the karate club's pooled samples are not separable): rigorous, and certified
+    priced = certify_pair(problem, W, U)
+    assert priced.rel_gap < 1e-8 and priced.residuals["estimated_allowance"] == 0.0
+    assert priced.residuals["residual_allowance"] > 0
+    monkeypatch.setattr(certificate, "MINORANT_LP_PROGRAMS", 0)  # without the box it cannot be paid for
     shallow = certify_pair(problem, W, U)
-    assert shallow.rel_gap > 0.5 and "zero flow" in shallow.message  # one node's residual was 6e-13
+    assert shallow.rel_gap > 0.5 and "zero flow" in shallow.message
     stuck = g.solve(problem, tol=1e-7, max_iter=3000)
     assert str(stuck.status) == "max_iter" and stuck.rel_gap > 0.5
 
@@ -65,9 +71,13 @@ def test_a_flow_anchored_at_the_gradients_certifies_what_the_iterate_achieved(mo
     anchored = certify_pair(problem, W, U)
     assert "own metric" in anchored.message
     assert true_gap - 1e-10 <= anchored.gap <= 10.0 * true_gap
-    monkeypatch.setattr(certificate, "ANCHORED_MAX_ENTRIES", 0)  # without it: the zero flow
+    monkeypatch.setattr(certificate, "ANCHORED_MAX_ENTRIES", 0)  # without it: the residual priced through the box
     without = certify_pair(problem, W, U)
-    assert "zero flow" in without.message and without.rel_gap > 0.5 and np.isfinite(without.gap)
+    assert np.isfinite(without.gap) and without.residuals["estimated_allowance"] == 0.0
+    assert without.gap >= 50.0 * anchored.gap and without.residuals["residual_allowance"] > 0.5 * without.gap
+    monkeypatch.setattr(certificate, "MINORANT_LP_PROGRAMS", 0)  # and without the box: the zero flow
+    zero = certify_pair(problem, W, U)
+    assert "zero flow" in zero.message and zero.rel_gap > 0.5 and np.isfinite(zero.gap)
 
 
 def test_node_hessians_are_the_gradients_derivative():

@@ -856,8 +856,11 @@ def allowance_partials(loss, W, V, residual, primal: float, node_scale, componen
     # rounding level: of the flow (its scale at the node) or of the loss's own sums over samples (a node
     # with no flow, lam = 0, still has those: its data's scale)
     rounding_scale = np.maximum(node_scale, math.sqrt(loss.d) * loss.data_magnitude)
+    level = UNBOUNDED_RTOL * rounding_scale
+    if provides(loss, "residual_rounding"):  # (the logistic loss: only its sums' rounding is free)
+        level = np.minimum(level, loss.residual_rounding(V))
     over = np.zeros(n_components, dtype=bool)
-    over[component[enorm > UNBOUNDED_RTOL * rounding_scale]] = True
+    over[component[enorm > level]] = True
     wmax = np.zeros(n_components)
     dmax = np.zeros(n_components)
     np.maximum.at(wmax, component, np.sqrt(np.einsum("nd,nd->n", W, W)))
@@ -1329,8 +1332,10 @@ def _certify(problem: GTVProblem, W, U, projector: FlowProjector, deadline, tol,
             unbounded.append(anchored)
         if anchored is not None and anchored.gap < cert.gap:
             cert = anchored
-    if infinite and np.isfinite(cert.primal) and U.any():
-        # the zero flow on the components where those flows' terms are infinite, and theirs elsewhere
+    if (infinite or cert.gap > abs(cert.primal)) and np.isfinite(cert.primal) and U.any():
+        # the zero flow on the components where those flows' terms are infinite, and theirs elsewhere (and
+        # where a finite gap exceeds P(W): for a nonnegative loss the zero flow's is at most P(W), and a
+        # residual priced through a box can cost more)
         for other in unbounded:
             split = _certificate_of(problem, W, FeasibleFlow(U=other.U, scale=None), projector, split_unbounded=True)
             if split.gap < cert.gap:
@@ -1339,7 +1344,8 @@ def _certify(problem: GTVProblem, W, U, projector: FlowProjector, deadline, tol,
         # sum_i min L_i, which is tight when no edge needs a flow (e.g. a separable hinge
         # problem), where U -> 0 comes from outside dom L^*
         zero = _certify_flow(problem, W, np.zeros_like(U), projector, deadline, slot=2)
-        zero.message = "certified with the zero flow (the flow iterate's residual cannot be bounded)"
+        zero.message = "certified with the zero flow (the flow iterate's " + (
+            "residual cannot be bounded)" if infinite else "gap exceeds P(W))")
         if zero.gap < cert.gap:
             cert = zero
     if _cut_costs_most(projector, cert, tol):
@@ -1386,8 +1392,9 @@ ANCHORED_PROGRESS = 0.8
 
 def _anchored_certificate(problem: GTVProblem, W, U, projector: FlowProjector, deadline) -> Certificate | None:
     """The best certificate of up to :data:`ANCHORED_ROUNDS` rounds of :func:`anchored_flow`, and where
-    none is finite, of the flow anchored at ``W`` shifted so that the node duals balance over every
-    component (:func:`balancing_shift`); or None."""
+    none is finite (or, for a loss that bounds no optimum, the best is mostly its residual's allowance), of
+    the flow anchored at ``W`` shifted so that the node duals balance over every component
+    (:func:`balancing_shift`); or None."""
     best, start = None, U
     # (a loss that bounds no optimum prices a residual only through its samples' box: go on while that
     # allowance is most of the gap, where it was infinite before the box; for the others one finite round)
@@ -1411,9 +1418,11 @@ def _anchored_certificate(problem: GTVProblem, W, U, projector: FlowProjector, d
         # enough (long paths); else the last one, without them
         faces = round_ + 2 < ANCHORED_ROUNDS or (progress and round_ + 2 < ANCHORED_MAX_ROUNDS)
         U = flow.U
-    if (best is None or not np.isfinite(best.gap)) and (deadline is None or time.perf_counter() < deadline):
+    if ((best is None or not np.isfinite(best.gap) or (unbounded and _residual_bound(best, None)))
+            and (deadline is None or time.perf_counter() < deadline)):
         # the node duals at W do not balance over a component, and the imbalance pushed a sample's dual out
-        # of its domain: anchor at W shifted per component so that they balance (balancing_shift)
+        # of its domain (an infinite term, or for a loss that bounds no optimum a residual priced through its
+        # samples' box): anchor at W shifted per component so that they balance (balancing_shift)
         shift = balancing_shift(problem, W, projector.allowance)
         flow = None if shift is None else anchored_flow(problem, W, start, projector, deadline, faces=False,
                                                         shift=shift)

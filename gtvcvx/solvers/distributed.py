@@ -709,10 +709,12 @@ class _Certifier:
 
     def __call__(self, deadline=None) -> Certificate:
         cert = self._certify(deadline, zero_flow=False)
-        if not math.isfinite(cert.gap) and math.isfinite(cert.primal):
+        # (as the single-process certificate: the zero flow where the flow's gap is infinite or exceeds P(W))
+        if (not math.isfinite(cert.gap) or cert.gap > abs(cert.primal)) and math.isfinite(cert.primal):
             zero = self._certify(deadline, zero_flow=True)
-            if math.isfinite(zero.gap):
-                zero.message = "certified with the zero flow (the flow iterate's residual cannot be bounded)"
+            if math.isfinite(zero.gap) and zero.gap < cert.gap:
+                zero.message = "certified with the zero flow (the flow iterate's " + (
+                    "residual cannot be bounded)" if not math.isfinite(cert.gap) else "gap exceeds P(W))")
                 return zero
         return cert
 
