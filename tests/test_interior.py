@@ -198,8 +198,10 @@ def test_auto_races_huber_only_on_graphs_without_long_paths(monkeypatch):
 def test_auto_takes_large_programs_for_losses_whose_core_is_slow_and_certificate_loose(monkeypatch):
     """Beyond AUTO_MAX_ROWS the interior point stays in ``auto``'s choice for absolute error, Huber and the
     hinge when predicted at most AUTO_SECONDS_LARGE (a 20,000-node absolute-error chain: 6.2 s certified, where
-    the core it took before stood at a gap of 1 after 30 s); the logistic loss (exponential cones) and squared
-    error (the core's fast case) keep the core there."""
+    the core it took before stood at a gap of 1 after 30 s); squared error (the core's fast case) keeps the core
+    there, and so does the logistic loss (exponential cones) except on long paths, where the core needs as many
+    iterations as hops (a 10,000-node chain: 12.2 s certified vs the core's 105 s), while EXP_CONE_SECONDS_FACTOR
+    times the prediction is at most MAX_SECONDS."""
     rng = np.random.default_rng(0)
     n = 60
     X = [rng.normal(size=(4, 3)) for _ in range(n)]
@@ -218,6 +220,11 @@ def test_auto_takes_large_programs_for_losses_whose_core_is_slow_and_certificate
     assert result.info["method"] == "interior" and result.status == "optimal"
     monkeypatch.setattr(interior, "AUTO_SECONDS_LARGE", 0.0)  # predicted above it: the core
     assert interior.auto_plan(problems["absolute"]) == ("core", 0.0)
+    long_chain = g.GTVProblem(g.graphs.chain(600), g.Logistic(X * 10, labels * 10), g.Norm2(), 0.05)
+    assert long_chain.graph.longest_hops >= interior.LONG_PATH_HOPS
+    assert interior.auto_plan(long_chain) == ("interior", 0.0)
+    monkeypatch.setattr(interior, "MAX_SECONDS", interior.predicted_seconds(long_chain) * 2.9)
+    assert interior.auto_plan(long_chain) == ("core", 0.0)
 
 
 def test_auto_leaves_random_graphs_to_the_core():

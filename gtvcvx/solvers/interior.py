@@ -65,7 +65,8 @@ from .schur_ipm import SCHUR_MIN_EDGES, schur_refusal, solve_schur
 
 __all__ = ["auto_interior", "auto_plan", "build_program", "conic_rows", "factor_work", "FAER_MIN_WORK", "interior_refusal", "solve_interior",
            "predicted_seconds", "LOSS_FORMS", "PENALTY_FORMS", "MAX_CONIC_ROWS", "MAX_SECONDS",
-           "AUTO_MAX_ROWS", "AUTO_MAX_SCHUR_EDGES", "AUTO_SECONDS", "AUTO_SECONDS_DEFICIENT", "AUTO_SECONDS_LARGE"]
+           "AUTO_MAX_ROWS", "AUTO_MAX_SCHUR_EDGES", "AUTO_SECONDS", "AUTO_SECONDS_DEFICIENT", "AUTO_SECONDS_LARGE",
+           "EXP_CONE_SECONDS_FACTOR"]
 
 LOSS_FORMS = ("squared_residual", "absolute_residual", "huber_residual", "hinge_margin", "logistic_margin",
               "squared_distance")
@@ -114,6 +115,13 @@ AUTO_SECONDS = 0.05
 #: prediction is above it, it was 3-4x short: a 150 x 150 grid, Huber (predicted 13.8 s) 56 s, a 6-NN graph of
 #: 20,000 nodes, Huber (12.5 s) 33 s, vs the core's 30 s limit at 2e-4 / 3e-4 (those keep the core).
 AUTO_SECONDS_LARGE = 10.0
+#: ... and for the logistic loss (exponential cones) only on graphs with long paths (:data:`LONG_PATH_HOPS`), where
+#: the core needs about as many iterations as hops, with the prediction times this (its iterations cost more than
+#: the model's) at most :data:`MAX_SECONDS`. Measured (2026-11-29, tol 1e-6, chains, 4 samples per node, d = 3):
+#: 10,000 nodes (380,000 rows, predicted 4.0 s) interior point 12.2 s certified, the core 105 s; 20,000 (760,000,
+#: 8.0 s) 28-45 s certified (Clarabel 29-39 iterations at 1e-8), the core at a gap of 1 after 180 s; 5,000
+#: (predicted 2.0 s) 4.3-6.1 s.
+EXP_CONE_SECONDS_FACTOR = 3.0
 #: Between :data:`AUTO_SECONDS_DEFICIENT` and :data:`MAX_SECONDS` (nodes leaving ``w_i``
 #: undetermined), ``auto`` races: the core first for this fraction of the predicted
 #: interior-point time, then the interior-point solve if the core has not certified ``tol``; a
@@ -278,7 +286,8 @@ def auto_plan(problem: GTVProblem) -> tuple[str, float]:
     if (large and not _large_program_ok(problem)) or _form_refusal(problem):
         return "core", 0.0
     seconds = predicted_seconds(problem)  # (after the cheap tests: it orders the graph)
-    if large and seconds > AUTO_SECONDS_LARGE:
+    if large and (seconds * EXP_CONE_SECONDS_FACTOR > MAX_SECONDS if _exponential_cones(problem.loss)
+                  else seconds > AUTO_SECONDS_LARGE):
         return "core", 0.0
     # a loss that is not smooth (absolute error, hinge: its prox is a dual box QP solved inexactly): the
     # core never certified one first in a race (see AUTO_MAX_ROWS's notes), so no share goes to it
@@ -312,9 +321,11 @@ def _exponential_cones(loss) -> bool:
 
 def _large_program_ok(problem: GTVProblem) -> bool:
     """Whether ``auto`` may build a program beyond :data:`AUTO_MAX_ROWS` (see :data:`AUTO_SECONDS_LARGE`): a loss
-    that is not quadratic (the core's slow case), except the logistic loss, whose exponential cones take more
-    iterations than the cost model's (a 20,000-node chain: past 60 s, predicted 8 s)."""
-    return not _quadratic_loss(problem.loss) and not _exponential_cones(problem.loss)
+    that is not quadratic (the core's slow case); the logistic loss, whose exponential cones take more time than
+    the cost model's, only on graphs with long paths (:data:`EXP_CONE_SECONDS_FACTOR`)."""
+    if _quadratic_loss(problem.loss):
+        return False
+    return not _exponential_cones(problem.loss) or problem.graph.longest_hops >= LONG_PATH_HOPS
 
 
 def predicted_seconds(problem: GTVProblem) -> float:
