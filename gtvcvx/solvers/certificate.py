@@ -1332,10 +1332,11 @@ def _certify(problem: GTVProblem, W, U, projector: FlowProjector, deadline, tol,
             unbounded.append(anchored)
         if anchored is not None and anchored.gap < cert.gap:
             cert = anchored
-    if (infinite or cert.gap > abs(cert.primal)) and np.isfinite(cert.primal) and U.any():
-        # the zero flow on the components where those flows' terms are infinite, and theirs elsewhere (and
-        # where a finite gap exceeds P(W): for a nonnegative loss the zero flow's is at most P(W), and a
-        # residual priced through a box can cost more)
+    priced = not bounds_optimum(problem.loss) and cert.gap > abs(cert.primal)
+    if (infinite or priced) and np.isfinite(cert.primal) and U.any():
+        # the zero flow on the components where those flows' terms are infinite, and theirs elsewhere (and,
+        # for a loss that bounds no optimum, where a finite gap exceeds P(W): for a nonnegative loss the zero
+        # flow's is at most P(W), and a residual priced through the samples' box can cost more)
         for other in unbounded:
             split = _certificate_of(problem, W, FeasibleFlow(U=other.U, scale=None), projector, split_unbounded=True)
             if split.gap < cert.gap:

@@ -692,6 +692,7 @@ class _Certifier:
         self.constrained = bool(constrained.any()) and graph.n_edges > 0
         degree = np.maximum(graph.degree[constrained], 1)
         self.row_scale_min = float(1.0 / np.sqrt(degree.max())) if degree.size else 1.0
+        self.bounded = bool(bounded)
         self.target_rtol = 0.1 * DOMAIN_RTOL if bounded else UNBOUNDED_TARGET_RTOL
         self.max_iter = 200  # as the single-process loop's projector: warm starts carry the work over
         self.constrained_mask = constrained
@@ -709,8 +710,10 @@ class _Certifier:
 
     def __call__(self, deadline=None) -> Certificate:
         cert = self._certify(deadline, zero_flow=False)
-        # (as the single-process certificate: the zero flow where the flow's gap is infinite or exceeds P(W))
-        if (not math.isfinite(cert.gap) or cert.gap > abs(cert.primal)) and math.isfinite(cert.primal):
+        # (as the single-process certificate: the zero flow where the flow's gap is infinite or, for a loss that
+        # bounds no optimum, exceeds P(W))
+        priced = not self.bounded and cert.gap > abs(cert.primal)
+        if (not math.isfinite(cert.gap) or priced) and math.isfinite(cert.primal):
             zero = self._certify(deadline, zero_flow=True)
             if math.isfinite(zero.gap) and zero.gap < cert.gap:
                 zero.message = "certified with the zero flow (the flow iterate's " + (
