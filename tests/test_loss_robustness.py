@@ -32,6 +32,28 @@ def test_logistic_with_unnormalised_features_gives_a_status_not_linalgerror(seed
     assert cert.gap >= 0 and np.isfinite(cert.primal)
 
 
+def test_huber_prox_with_a_hessian_singular_to_working_precision_gives_an_answer_not_linalgerror():
+    """Found by the nightly honesty profile: features of ~1e6, one sample inside delta and the step t = 1e8 of a
+    lam = 0 problem make the prox's Hessian (1/m) X_in^T X_in + I / t rank one plus 1e-8 beside 2e13, and LU met
+    an exact zero pivot (``LinAlgError: Singular matrix`` out of ``gtvcvx.solve``). Its eigenvalues are >= 1 / t:
+    those rounding put below are raised to it, and the prox moves along the flat direction by t times the
+    gradient there."""
+    X = np.array([[1257302.210933933, -132104.86329130188], [6404226.504432821, 104900.11715303971]])
+    y = np.array([0.2445073679500731, -3.3666454365798595])
+    v = np.array([[968089.1489598545, 2301608.7760255537]])
+    loss = g.Huber([X], [y], d=2, delta=16.0)
+    prox = loss.prox(v, 1e8, warm_start=v)
+    assert np.isfinite(prox).all()
+    # a descent from the start v of the prox objective
+    def objective(w):
+        return loss.node_values(w)[0] + float(np.sum((w - v) ** 2)) / 2e8
+    assert objective(prox) < objective(v)
+    problem = g.GTVProblem(g.graphs.chain(3), g.Huber([X, np.zeros((0, 2)), np.zeros((0, 2))],
+                                                      [y, np.zeros(0), np.zeros(0)], d=2, delta=16.0), g.Norm2(), 0.0)
+    result = g.solve(problem, tol=1e-6, max_iter=50)
+    assert np.isfinite(result.primal) and result.gap >= 0
+
+
 def test_logistic_prox_buffers_are_checked_before_allocation(monkeypatch):
     loss = _logistic(20, 30, 4, 1.0, 0)
     monkeypatch.setenv("GTVCVX_MAX_MEMORY", "10K")

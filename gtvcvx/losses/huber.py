@@ -104,7 +104,15 @@ class Huber(MarginLoss):
             grad = np.where(inactive, 0.0, grad)
             hess = np.matmul(Xt * (weight * (np.abs(r) < delta))[:, None, :], Xp)
             hess += (1.0 / ti)[:, None, None] * eye + inactive[:, :, None] * eye
-            direction = -np.linalg.solve(hess, grad[:, :, None])[:, :, 0]
+            try:
+                direction = -np.linalg.solve(hess, grad[:, :, None])[:, :, 0]
+            except np.linalg.LinAlgError:
+                # singular to working precision (features of 1e6 and t = 1e8: curvature 2e13 beside 1 / t =
+                # 1e-8, LU met an exact zero pivot): the eigenvalues of (1/m) X_in^T X_in + I / t are >= 1 / t,
+                # so those rounding put below it are raised to it
+                vals, vecs = np.linalg.eigh(hess)
+                vals = np.maximum(vals, (1.0 / ti)[:, None])
+                direction = -np.matmul(vecs, (np.einsum("nji,nj->ni", vecs, grad) / vals)[:, :, None])[:, :, 0]
             moves = np.matmul(Xp, direction[:, :, None])[:, :, 0]
             # where no sample's argument meets +-delta strictly inside the full step, f' is linear along it and
             # the Newton step is its root (t = 1); the others take the exact step
