@@ -37,7 +37,8 @@ from ._sparse_factor import block_indices, symmetric_solver
 
 __all__ = ["Certificate", "FeasibleFlow", "FlowProjector", "feasible_flow", "certify_pair", "certify_iterate",
            "stationarity", "MinorantBoxes", "minorant_box", "zero_flow_nodes", "zero_dual_terms",
-           "bounds_optimum", "constrained_nodes", "certificate_from_terms", "no_bound_message"]
+           "bounds_optimum", "constrained_nodes", "certificate_from_terms", "no_bound_message",
+           "zero_flow_message"]
 
 
 @dataclass
@@ -734,6 +735,13 @@ class ResidualAllowance:
         return out
 
 
+def _budget_penalty(penalty, power: float) -> bool:
+    """Whether ``penalty`` is positively homogeneous of degree ``1 / power`` (a norm, ``power = 1``; a quadratic,
+    ``1/2``), so that ``(||z|| / unit)^{1/power} <= c phi(z)`` for every ``z`` and the edges share one budget
+    ``P(W)`` (with a nonnegative loss): :func:`_budget_reach` and :class:`_SubtreeSums`."""
+    return (provides(penalty, "norm") and power == 1.0) or (provides(penalty, "quadratic") and power == 0.5)
+
+
 def _budget_reach(penalty, power: float, nonnegative: bool, edge_component, unit,
                   n_components: int) -> np.ndarray | None:
     r"""Per component ``C``, a bound on ``||w^*_i - w^*_a|| / P(W)^{power}`` for every node ``i`` of ``C`` from the
@@ -749,8 +757,7 @@ def _budget_reach(penalty, power: float, nonnegative: bool, edge_component, unit
     reached 20,000 units where this is one, and the minorant boxes of a logistic chain, whose half-spaces are
     loosened by it, were unbounded (no finite certificate for any residual).
     """
-    if not nonnegative or not ((provides(penalty, "norm") and power == 1.0)
-                               or (provides(penalty, "quadratic") and power == 0.5)):
+    if not (nonnegative and _budget_penalty(penalty, power)):
         return None
     cap = np.zeros(n_components)
     if power == 1.0:
@@ -797,8 +804,7 @@ class _SubtreeSums:
         or None where the penalty or the loss does not qualify or the distances do not order children before
         parents. ``component`` and ``segment`` as in :class:`ResidualAllowance`."""
         n = problem.n
-        penalty = problem.penalty
-        if not ((provides(penalty, "norm") and power == 1.0) or (provides(penalty, "quadratic") and power == 0.5)):
+        if not _budget_penalty(problem.penalty, power):
             return None
         loss = getattr(problem, "loss", None)  # (the Dask backend's graph view has none: it combines partials)
         if loss is None or not provides(loss, "nonnegative") or graph.nnz == 0:
@@ -1345,8 +1351,7 @@ def _certify(problem: GTVProblem, W, U, projector: FlowProjector, deadline, tol,
         # sum_i min L_i, which is tight when no edge needs a flow (e.g. a separable hinge
         # problem), where U -> 0 comes from outside dom L^*
         zero = _certify_flow(problem, W, np.zeros_like(U), projector, deadline, slot=2)
-        zero.message = "certified with the zero flow (the flow iterate's " + (
-            "residual cannot be bounded)" if infinite else "gap exceeds P(W))")
+        zero.message = zero_flow_message(infinite)
         if zero.gap < cert.gap:
             cert = zero
     if _cut_costs_most(projector, cert, tol):
@@ -1934,6 +1939,12 @@ def certified_statuses(solver):
     def solve_certified(*args, **kwargs):
         return rigorous_status(solver(*args, **kwargs))
     return solve_certified
+
+
+def zero_flow_message(infinite: bool) -> str:
+    """Why a certificate took the zero flow: the flow iterate's was infinite, or its gap exceeded ``P(W)``."""
+    return "certified with the zero flow (the flow iterate's " + (
+        "residual cannot be bounded)" if infinite else "gap exceeds P(W))")
 
 
 def no_bound_message(primal: float, edge_gaps_total: float) -> str:

@@ -34,7 +34,7 @@ from ._dask_part import Part, PartData
 from ._partition import part_layouts, partition_graph
 from .certificate import (_ROUNDING_FACTOR, ESTIMATED_ALLOWANCE_MESSAGE, UNBOUNDED_TARGET_RTOL, Certificate,
                           MinorantBoxes, ResidualAllowance, certified_statuses, merge_allowance_partials,
-                          no_bound_message)
+                          no_bound_message, zero_flow_message)
 from ._scaling import LabelScale, scale_for, solve_scaled
 from ._pdhg_common import (CHECK_SPACING, NONFINITE_CHECKS, IterationInfo, initial_primal_weight, residual_trigger,
                            step_norm_estimate, uniqueness_note, warm_start_parts)
@@ -716,8 +716,7 @@ class _Certifier:
         if (not math.isfinite(cert.gap) or priced) and math.isfinite(cert.primal):
             zero = self._certify(deadline, zero_flow=True)
             if math.isfinite(zero.gap) and zero.gap < cert.gap:
-                zero.message = "certified with the zero flow (the flow iterate's " + (
-                    "residual cannot be bounded)" if not math.isfinite(cert.gap) else "gap exceeds P(W))")
+                zero.message = zero_flow_message(not math.isfinite(cert.gap))
                 return zero
         return cert
 
